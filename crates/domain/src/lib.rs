@@ -1,0 +1,13 @@
+//! Terraplane's domain: identifiers, validated names, the run state machine and the pure
+//! functions over Terraform documents (state, plan) that every other crate relies on.
+//! No IO, no async, no database.
+
+pub mod ids;
+pub mod plan;
+pub mod run;
+pub mod slug;
+pub mod state;
+
+pub use ids::*;
+pub use run::{RunEvent, RunPhase, RunState, RunType, TransitionError};
+pub use slug::{Slug, SlugError};

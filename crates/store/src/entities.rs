@@ -1,0 +1,228 @@
+//! sea-orm entities, one module per table. They never leave this crate: repositories
+//! return the records in `records.rs`.
+
+macro_rules! no_relations {
+    () => {
+        #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+        pub enum Relation {}
+        impl ActiveModelBehavior for ActiveModel {}
+    };
+}
+
+pub mod organizations {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "organizations")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub slug: String,
+        pub name: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod users {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "users")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub email: String,
+        pub name: String,
+        pub password_hash: Option<String>,
+        pub is_admin: bool,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod memberships {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "memberships")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub org_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub user_id: String,
+        pub role: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod api_keys {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "api_keys")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub user_id: Option<String>,
+        pub name: String,
+        pub secret_hash: String,
+        pub role: String,
+        pub created_at: DateTimeUtc,
+        pub expires_at: Option<DateTimeUtc>,
+        pub revoked_at: Option<DateTimeUtc>,
+        pub last_used_at: Option<DateTimeUtc>,
+    }
+    no_relations!();
+}
+
+pub mod stacks {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "stacks")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub slug: String,
+        pub name: String,
+        pub description: String,
+        pub repository: String,
+        pub branch: String,
+        pub project_root: String,
+        pub tool: String,
+        pub tool_version: Option<String>,
+        pub autodeploy: bool,
+        pub labels: String,
+        pub worker_pool: String,
+        pub locked_by: Option<String>,
+        pub lock_note: Option<String>,
+        pub locked_at: Option<DateTimeUtc>,
+        pub created_at: DateTimeUtc,
+        pub updated_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod runs {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "runs")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub stack_id: String,
+        pub run_type: String,
+        pub state: String,
+        pub commit_sha: Option<String>,
+        pub triggered_by: String,
+        pub trigger_kind: String,
+        pub drift_detection: bool,
+        pub plan_add: Option<i32>,
+        pub plan_change: Option<i32>,
+        pub plan_destroy: Option<i32>,
+        pub has_changes: Option<bool>,
+        pub error: Option<String>,
+        pub outputs: Option<String>,
+        pub fencing_token: i64,
+        pub runner_id: Option<String>,
+        pub lease_expires_at: Option<DateTimeUtc>,
+        pub dispatched_at: Option<DateTimeUtc>,
+        pub held_since: Option<DateTimeUtc>,
+        pub cancel_requested: bool,
+        pub created_at: DateTimeUtc,
+        pub updated_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod run_events {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "run_events")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub run_id: String,
+        pub state: String,
+        pub note: Option<String>,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod log_chunks {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "log_chunks")]
+    pub struct Model {
+        pub org_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub run_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub seq: i64,
+        pub phase: String,
+        pub data: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod plan_artifacts {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "plan_artifacts")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub run_id: String,
+        pub org_id: String,
+        pub plan_file: Vec<u8>,
+        pub plan_json: String,
+        pub sha256: String,
+        pub size: i64,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod state_versions {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "state_versions")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub stack_id: String,
+        pub version: i64,
+        pub serial: Option<i64>,
+        pub lineage: Option<String>,
+        pub md5: String,
+        pub sha256: String,
+        pub size: i64,
+        pub data: Vec<u8>,
+        pub outputs: String,
+        pub run_id: Option<String>,
+        pub created_by: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod state_locks {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "state_locks")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub stack_id: String,
+        pub org_id: String,
+        pub lock_id: String,
+        pub info: String,
+        pub holder: String,
+        pub run_id: Option<String>,
+        pub needs_recovery: bool,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}

@@ -1,0 +1,230 @@
+//! Persistence: sea-orm entities and the repositories over them. The only crate that
+//! depends on sea-orm. Tenant-owned data is reached only through [`TenantScope`], which
+//! holds the organization id and adds it to every query; the few unscoped operations
+//! (login, key lookup, dispatch) live on [`Store`] and say so in their names.
+
+mod entities;
+pub mod error;
+pub mod records;
+mod runs;
+mod state;
+mod tenant;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, EntityTrait,
+    QueryFilter, Set,
+};
+use terraplane_migration::MigratorTrait;
+use terraplane_domain::{ApiKeyId, OrgId, UserId};
+
+use entities::*;
+pub use error::{Result, StoreError};
+pub use records::*;
+pub use runs::{NewRun, RunUpdate};
+pub use state::{LockOutcome, NewLock, NewStateVersion, WriteOutcome};
+pub use runs::ExpiredRun;
+pub use tenant::{NewStack, StackPatch, TenantScope};
+
+#[derive(Clone)]
+pub struct Store {
+    db: DatabaseConnection,
+}
+
+impl Store {
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
+        let mut opts = ConnectOptions::new(url.to_owned());
+        opts.max_connections(max_connections).sqlx_logging(false);
+        if url.starts_with("sqlite:") {
+            // SQLite allows one writer; a single connection serializes writers in-process
+            // instead of failing them with SQLITE_BUSY.
+            opts.max_connections(1).min_connections(1);
+        }
+        let db = Database::connect(opts).await?;
+        if url.starts_with("sqlite:") {
+            db.execute_unprepared("PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;")
+                .await?;
+        }
+        Ok(Store { db })
+    }
+
+    pub async fn migrate(&self) -> Result<()> {
+        terraplane_migration::Migrator::up(&self.db, None).await?;
+        Ok(())
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        self.db.ping().await?;
+        Ok(())
+    }
+
+    pub fn scope(&self, org: OrgId) -> TenantScope<'_> {
+        TenantScope::new(&self.db, org)
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.db.get_database_backend(), sea_orm::DatabaseBackend::Postgres)
+    }
+
+    // ---- organizations and users (instance-wide, not tenant data) ----
+
+    pub async fn create_org(&self, slug: &str, name: &str, now: DateTime<Utc>) -> Result<Organization> {
+        let m = organizations::ActiveModel {
+            id: Set(OrgId::new().to_string()),
+            slug: Set(slug.to_owned()),
+            name: Set(name.to_owned()),
+            created_at: Set(now),
+        }
+        .insert(&self.db)
+        .await
+        .map_err(|e| conflict(e, format!("organization {slug:?} already exists")))?;
+        m.try_into()
+    }
+
+    pub async fn get_org_by_slug(&self, slug: &str) -> Result<Organization> {
+        organizations::Entity::find()
+            .filter(organizations::Column::Slug.eq(slug))
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::NotFound("organization"))?
+            .try_into()
+    }
+
+    pub async fn get_org(&self, id: OrgId) -> Result<Organization> {
+        organizations::Entity::find_by_id(id.to_string())
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::NotFound("organization"))?
+            .try_into()
+    }
+
+    pub async fn create_user(
+        &self,
+        email: &str,
+        name: &str,
+        password_hash: Option<String>,
+        is_admin: bool,
+        now: DateTime<Utc>,
+    ) -> Result<User> {
+        let m = users::ActiveModel {
+            id: Set(UserId::new().to_string()),
+            email: Set(email.to_owned()),
+            name: Set(name.to_owned()),
+            password_hash: Set(password_hash),
+            is_admin: Set(is_admin),
+            created_at: Set(now),
+        }
+        .insert(&self.db)
+        .await
+        .map_err(|e| conflict(e, format!("user {email:?} already exists")))?;
+        m.try_into()
+    }
+
+    pub async fn get_user_by_email(&self, email: &str) -> Result<User> {
+        users::Entity::find()
+            .filter(users::Column::Email.eq(email))
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::NotFound("user"))?
+            .try_into()
+    }
+
+    pub async fn get_user(&self, id: UserId) -> Result<User> {
+        users::Entity::find_by_id(id.to_string())
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::NotFound("user"))?
+            .try_into()
+    }
+
+    pub async fn add_member(&self, org: OrgId, user: UserId, role: &str, now: DateTime<Utc>) -> Result<()> {
+        memberships::ActiveModel {
+            org_id: Set(org.to_string()),
+            user_id: Set(user.to_string()),
+            role: Set(role.to_owned()),
+            created_at: Set(now),
+        }
+        .insert(&self.db)
+        .await?;
+        Ok(())
+    }
+
+    /// The user's organizations with their role in each, oldest membership first.
+    pub async fn list_memberships(&self, user: UserId) -> Result<Vec<(Organization, String)>> {
+        let ms = memberships::Entity::find()
+            .filter(memberships::Column::UserId.eq(user.to_string()))
+            .all(&self.db)
+            .await?;
+        let mut out = Vec::new();
+        for m in ms {
+            let org = self.get_org(m.org_id.parse().map_err(|_| StoreError::Invalid("corrupt org id".into()))?).await?;
+            out.push((org, m.role));
+        }
+        out.sort_by_key(|(o, _)| o.created_at);
+        Ok(out)
+    }
+
+    pub async fn get_membership(&self, org: OrgId, user: UserId) -> Result<String> {
+        memberships::Entity::find_by_id((org.to_string(), user.to_string()))
+            .one(&self.db)
+            .await?
+            .map(|m| m.role)
+            .ok_or(StoreError::NotFound("membership"))
+    }
+
+    // ---- API keys: looked up by the hash of their secret, before any tenant is known ----
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_api_key(
+        &self,
+        org: OrgId,
+        user: Option<UserId>,
+        name: &str,
+        secret_hash: &str,
+        role: &str,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<ApiKey> {
+        let m = api_keys::ActiveModel {
+            id: Set(ApiKeyId::new().to_string()),
+            org_id: Set(org.to_string()),
+            user_id: Set(user.map(|u| u.to_string())),
+            name: Set(name.to_owned()),
+            secret_hash: Set(secret_hash.to_owned()),
+            role: Set(role.to_owned()),
+            created_at: Set(now),
+            expires_at: Set(expires_at),
+            revoked_at: Set(None),
+            last_used_at: Set(None),
+        }
+        .insert(&self.db)
+        .await
+        .map_err(|e| conflict(e, "an API key with this secret already exists".into()))?;
+        m.try_into()
+    }
+
+    pub async fn find_api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>> {
+        api_keys::Entity::find()
+            .filter(api_keys::Column::SecretHash.eq(secret_hash))
+            .one(&self.db)
+            .await?
+            .map(ApiKey::try_from)
+            .transpose()
+    }
+
+    pub async fn touch_api_key(&self, id: ApiKeyId, now: DateTime<Utc>) -> Result<()> {
+        api_keys::Entity::update_many()
+            .col_expr(api_keys::Column::LastUsedAt, sea_orm::sea_query::Expr::value(now))
+            .filter(api_keys::Column::Id.eq(id.to_string()))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+}
+
+pub(crate) fn conflict(e: sea_orm::DbErr, msg: String) -> StoreError {
+    match StoreError::from(e) {
+        StoreError::Conflict(_) => StoreError::Conflict(msg),
+        other => other,
+    }
+}

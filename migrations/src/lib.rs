@@ -1,0 +1,14 @@
+//! Database migrations, shared by SQLite and PostgreSQL. A merged migration is never
+//! edited: add a new one.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261130_000001_create_core_tables;
+
+pub struct Migrator;
+
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261130_000001_create_core_tables::Migration)]
+    }
+}
