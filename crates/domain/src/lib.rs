@@ -2,12 +2,14 @@
 //! functions over Terraform documents (state, plan) that every other crate relies on.
 //! No IO, no async, no database.
 
+pub mod clock;
 pub mod ids;
 pub mod plan;
 pub mod run;
 pub mod slug;
 pub mod state;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::*;
 pub use run::{RunEvent, RunPhase, RunState, RunType, TransitionError};
 pub use slug::{Slug, SlugError};

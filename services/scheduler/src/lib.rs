@@ -1,1 +1,152 @@
-//! terraplane-scheduler
+//! The scheduler turns intent into queued work. Each tick it reads the unfinished runs and:
+//! publishes the runs that may start (one active tracked run per stack, FIFO; proposed runs
+//! don't wait), publishes confirmed runs' apply phase, re-publishes runs still QUEUED long
+//! after their publish (lost messages), and fails runs whose runner stopped heartbeating or
+//! that ran too long. An apply is never re-dispatched. Time comes from an injected clock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use terraplane_config::SchedulerConfig;
+use terraplane_domain::{Clock, RunPhase, RunState, RunType, StackId};
+use terraplane_protocol::JobMessage;
+use terraplane_queue::JobQueue;
+use terraplane_store::{Run, Store, StoreError};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone)]
+pub struct Scheduler {
+    store: Store,
+    queue: Arc<dyn JobQueue>,
+    clock: Arc<dyn Clock>,
+    cfg: SchedulerConfig,
+    wake: Arc<Notify>,
+}
+
+/// What one tick did, for logs and tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TickReport {
+    pub published: Vec<(terraplane_domain::RunId, RunPhase)>,
+    pub failed: Vec<(terraplane_domain::RunId, String)>,
+}
+
+impl Scheduler {
+    pub fn new(store: Store, queue: Arc<dyn JobQueue>, clock: Arc<dyn Clock>, cfg: SchedulerConfig) -> Self {
+        Self { store, queue, clock, cfg, wake: Arc::new(Notify::new()) }
+    }
+
+    /// Asks the loop to tick now (a run was queued or confirmed in this process).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) {
+        let period = Duration::from_millis(self.cfg.tick_ms.max(10));
+        loop {
+            if let Err(e) = self.tick().await {
+                tracing::error!(error = %e, "scheduler tick failed");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(period) => {}
+                _ = self.wake.notified() => {}
+            }
+        }
+        tracing::info!("scheduler stopped");
+    }
+
+    pub async fn tick(&self) -> Result<TickReport, StoreError> {
+        let now = self.clock.now();
+        let runs = self.store.list_unfinished_runs().await?;
+        let mut report = TickReport::default();
+        let mut by_stack: BTreeMap<StackId, Vec<Run>> = BTreeMap::new();
+        for run in runs {
+            by_stack.entry(run.stack_id).or_default().push(run);
+        }
+        let mut pools: HashMap<StackId, String> = HashMap::new();
+        for (stack_id, runs) in by_stack {
+            for run in &runs {
+                if run.state.is_runner_held()
+                    && let Some(reason) = self.expiry_reason(run, now)
+                {
+                    match self.store.fail_held_run(run, reason.clone(), now).await {
+                        Ok(_) => {
+                            tracing::warn!(run_id = %run.id, %reason, "run failed by the scheduler");
+                            report.failed.push((run.id, reason));
+                        }
+                        // The runner reported meanwhile; next tick sees the new state.
+                        Err(StoreError::Conflict(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            for (run, phase) in self.ready(&runs, now) {
+                let pool = match pools.get(&stack_id) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let p = self.store.get_stack_any(stack_id).await?.worker_pool;
+                        pools.insert(stack_id, p.clone());
+                        p
+                    }
+                };
+                let state = run.state;
+                match self.queue.publish(&pool, &JobMessage::new(run.id, phase)).await {
+                    Ok(()) => {
+                        self.store.mark_dispatched(run.id, state, now).await?;
+                        report.published.push((run.id, phase));
+                    }
+                    Err(e) => tracing::error!(run_id = %run.id, error = %e, "cannot publish run"),
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    fn expiry_reason(&self, run: &Run, now: DateTime<Utc>) -> Option<String> {
+        let lease_lost = run.lease_expires_at.is_some_and(|l| l < now);
+        let timed_out = run
+            .held_since
+            .is_some_and(|h| now - h > chrono::Duration::seconds(self.cfg.run_timeout_secs as i64));
+        let what = if run.state == RunState::Applying {
+            "; the apply is not retried and the stack's state lock is kept for recovery \
+             (inspect the state, then `tpctl state unlock --force`)"
+        } else {
+            ""
+        };
+        if lease_lost {
+            let runner = run.runner_id.as_deref().unwrap_or("unknown");
+            Some(format!("runner {runner} stopped heartbeating while the run was {}{what}", run.state))
+        } else if timed_out {
+            Some(format!("run timed out after {} s while {}{what}", self.cfg.run_timeout_secs, run.state))
+        } else {
+            None
+        }
+    }
+
+    /// The runs of one stack (oldest first) that should be published now, with their phase.
+    fn ready<'r>(&self, runs: &'r [Run], now: DateTime<Utc>) -> Vec<(&'r Run, RunPhase)> {
+        let republish = chrono::Duration::seconds(self.cfg.republish_after_secs as i64);
+        let due = |r: &Run| r.dispatched_at.is_none_or(|d| now - d > republish);
+        let tracked_active =
+            runs.iter().any(|r| r.run_type == RunType::Tracked && !r.state.is_terminal() && r.state != RunState::Queued);
+        let mut out = Vec::new();
+        let mut first_tracked = true;
+        for r in runs {
+            match (r.state, r.run_type) {
+                (RunState::Queued, RunType::Proposed) if due(r) => out.push((r, RunPhase::Plan)),
+                (RunState::Queued, RunType::Tracked) => {
+                    if first_tracked && !tracked_active && due(r) {
+                        out.push((r, RunPhase::Plan));
+                    }
+                    first_tracked = false;
+                }
+                (RunState::Confirmed, _) if due(r) => out.push((r, RunPhase::Apply)),
+                _ => {}
+            }
+        }
+        out
+    }
+}

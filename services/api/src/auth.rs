@@ -1,0 +1,290 @@
+//! Authentication: who is calling, in which organization, with which role. Credentials are
+//! session JWTs (from `login`), API keys (stored as sha256 of the secret), per-run JWTs
+//! (scoped to one run and its stack, dead once the run ends) and the runner pool token.
+//! Authorization decisions are made by [`Principal::require`], in one place.
+
+use argon2::password_hash::rand_core::OsRng;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use terraplane_domain::{ApiKeyId, OrgId, RunId, StackId, UserId};
+use terraplane_store::Store;
+
+use crate::error::{ApiError, ApiResult};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    Reader,
+    Writer,
+    Admin,
+}
+
+impl Role {
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "reader" => Some(Role::Reader),
+            "writer" => Some(Role::Writer),
+            "admin" | "owner" => Some(Role::Admin),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Writer => "writer",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Actor {
+    User { id: UserId, email: String },
+    ApiKey { id: ApiKeyId, name: String },
+    Run { run_id: RunId, stack_id: StackId },
+}
+
+#[derive(Clone, Debug)]
+pub struct Principal {
+    pub org: OrgId,
+    pub actor: Actor,
+    pub role: Role,
+}
+
+/// What a caller wants to do; [`Principal::require`] says yes or no.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Read,
+    Write,
+    Admin,
+}
+
+impl Principal {
+    /// A readable name for audit fields, lock holders and run triggers.
+    pub fn name(&self) -> String {
+        match &self.actor {
+            Actor::User { email, .. } => email.clone(),
+            Actor::ApiKey { name, id } => format!("api-key:{name}:{id}"),
+            Actor::Run { run_id, .. } => format!("run:{run_id}"),
+        }
+    }
+
+    pub fn require(&self, action: Action) -> ApiResult<()> {
+        let needed = match action {
+            Action::Read => Role::Reader,
+            Action::Write => Role::Writer,
+            Action::Admin => Role::Admin,
+        };
+        // Run tokens speak only the state backend and the runner protocol, which check
+        // their scope themselves; they never drive the product API.
+        if matches!(self.actor, Actor::Run { .. }) {
+            return Err(ApiError::Forbidden("a run token cannot be used for this".into()));
+        }
+        if self.role >= needed {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!("this needs the {} role; you have {}", needed.as_str(), self.role.as_str())))
+        }
+    }
+
+    /// A run principal may touch only its own stack: anything else does not exist for it.
+    pub fn require_stack(&self, stack: StackId) -> ApiResult<()> {
+        match &self.actor {
+            Actor::Run { stack_id, .. } if *stack_id != stack => Err(ApiError::NotFound("stack")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    sub: String,
+    org: String,
+    typ: String,
+    iat: i64,
+    exp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stack: Option<String>,
+}
+
+const SESSION: &str = "session";
+const RUN: &str = "run";
+
+pub struct Auth {
+    enc: EncodingKey,
+    dec: DecodingKey,
+    session_ttl: i64,
+    run_ttl: i64,
+    pool_token: Option<String>,
+}
+
+impl Auth {
+    pub fn new(jwt_secret: &[u8], session_ttl_secs: u64, run_ttl_secs: u64, pool_token: Option<String>) -> Self {
+        Self {
+            enc: EncodingKey::from_secret(jwt_secret),
+            dec: DecodingKey::from_secret(jwt_secret),
+            session_ttl: session_ttl_secs as i64,
+            run_ttl: run_ttl_secs as i64,
+            pool_token,
+        }
+    }
+
+    fn sign(&self, c: &Claims) -> ApiResult<String> {
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), c, &self.enc).map_err(|e| ApiError::Internal(e.into()))
+    }
+
+    pub fn issue_session(&self, user: UserId, org: OrgId, now: DateTime<Utc>) -> ApiResult<(String, DateTime<Utc>)> {
+        let exp = now + chrono::Duration::seconds(self.session_ttl);
+        let c = Claims { sub: user.to_string(), org: org.to_string(), typ: SESSION.into(), iat: now.timestamp(), exp: exp.timestamp(), stack: None };
+        Ok((self.sign(&c)?, exp))
+    }
+
+    pub fn issue_run_token(&self, run: RunId, stack: StackId, org: OrgId, now: DateTime<Utc>) -> ApiResult<String> {
+        let exp = now + chrono::Duration::seconds(self.run_ttl);
+        let c = Claims {
+            sub: run.to_string(),
+            org: org.to_string(),
+            typ: RUN.into(),
+            iat: now.timestamp(),
+            exp: exp.timestamp(),
+            stack: Some(stack.to_string()),
+        };
+        self.sign(&c)
+    }
+
+    /// Checks the runner pool token in constant time.
+    pub fn verify_pool_token(&self, presented: &str) -> ApiResult<()> {
+        match &self.pool_token {
+            Some(t) if bool::from(t.as_bytes().ct_eq(presented.as_bytes())) => Ok(()),
+            _ => Err(ApiError::Unauthenticated("invalid runner pool token".into())),
+        }
+    }
+
+    /// Resolves a bearer credential to a principal.
+    pub async fn authenticate(&self, store: &Store, token: &str, now: DateTime<Utc>) -> ApiResult<Principal> {
+        if token.is_empty() {
+            return Err(ApiError::Unauthenticated("missing credentials".into()));
+        }
+        if token.split('.').count() == 3 {
+            return self.authenticate_jwt(store, token).await;
+        }
+        let hash = hash_secret(token);
+        let key = store
+            .find_api_key_by_hash(&hash)
+            .await?
+            .ok_or_else(|| ApiError::Unauthenticated("invalid API key".into()))?;
+        if key.revoked_at.is_some() {
+            return Err(ApiError::Unauthenticated("API key was revoked".into()));
+        }
+        if key.expires_at.is_some_and(|e| e <= now) {
+            return Err(ApiError::Unauthenticated("API key expired".into()));
+        }
+        let role = Role::parse(&key.role).ok_or_else(|| ApiError::Unauthenticated("API key has no valid role".into()))?;
+        if let Err(e) = store.touch_api_key(key.id, now).await {
+            tracing::warn!(error = %e, "cannot record API key use");
+        }
+        Ok(Principal { org: key.org_id, actor: Actor::ApiKey { id: key.id, name: key.name }, role })
+    }
+
+    async fn authenticate_jwt(&self, store: &Store, token: &str) -> ApiResult<Principal> {
+        let mut v = Validation::new(Algorithm::HS256);
+        v.leeway = 0;
+        let data = jsonwebtoken::decode::<Claims>(token, &self.dec, &v).map_err(|e| match e.kind() {
+            jsonwebtoken::errors::ErrorKind::ExpiredSignature => ApiError::Unauthenticated("token expired".into()),
+            _ => ApiError::Unauthenticated("invalid token".into()),
+        })?;
+        let c = data.claims;
+        let bad = || ApiError::Unauthenticated("invalid token".into());
+        let org: OrgId = c.org.parse().map_err(|_| bad())?;
+        match c.typ.as_str() {
+            SESSION => {
+                let user_id: UserId = c.sub.parse().map_err(|_| bad())?;
+                let user = store.get_user(user_id).await.map_err(|_| bad())?;
+                let role = if user.is_admin {
+                    Role::Admin
+                } else {
+                    let r = store.get_membership(org, user_id).await.map_err(|_| bad())?;
+                    Role::parse(&r).ok_or_else(bad)?
+                };
+                Ok(Principal { org, actor: Actor::User { id: user.id, email: user.email }, role })
+            }
+            RUN => {
+                let run_id: RunId = c.sub.parse().map_err(|_| bad())?;
+                let stack_id: StackId = c.stack.as_deref().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+                let run = store.scope(org).get_run(run_id).await.map_err(|_| bad())?;
+                if run.state.is_terminal() {
+                    return Err(ApiError::Unauthenticated(format!("run token no longer valid: run is {}", run.state)));
+                }
+                Ok(Principal { org, actor: Actor::Run { run_id, stack_id }, role: Role::Writer })
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+pub fn hash_secret(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+pub fn hash_password(password: &str) -> ApiResult<String> {
+    let salt = SaltString::generate(&mut OsRng);
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("cannot hash password: {e}")))
+}
+
+pub fn verify_password(password: &str, hash: &str) -> bool {
+    PasswordHash::new(hash).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+}
+
+/// A new random API key secret.
+pub fn new_api_key_secret() -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 24];
+    rand::thread_rng().fill_bytes(&mut b);
+    format!("tpk_{}", hex::encode(b))
+}
+
+/// The credential of a request: `Authorization: Bearer <t>` or Basic with the token as the
+/// password (Terraform's http backend sends only Basic).
+pub fn credential(req: &actix_web::HttpRequest) -> Option<String> {
+    let h = req.headers().get("authorization")?.to_str().ok()?;
+    if let Some(t) = h.strip_prefix("Bearer ") {
+        return Some(t.trim().to_owned());
+    }
+    let b = h.strip_prefix("Basic ")?;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(b.trim()).ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (_, password) = text.split_once(':')?;
+    Some(password.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_use_argon2id_and_verify() -> ApiResult<()> {
+        let h = hash_password("correct horse")?;
+        assert!(h.starts_with("$argon2id$"), "{h}");
+        assert!(verify_password("correct horse", &h));
+        assert!(!verify_password("wrong", &h));
+        Ok(())
+    }
+
+    #[test]
+    fn pool_token_is_checked() {
+        let a = Auth::new(b"k", 60, 60, Some("pool-secret".into()));
+        assert!(a.verify_pool_token("pool-secret").is_ok());
+        assert!(a.verify_pool_token("pool-secreT").is_err());
+        let none = Auth::new(b"k", 60, 60, None);
+        assert!(none.verify_pool_token("").is_err());
+    }
+}

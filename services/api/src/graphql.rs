@@ -1,0 +1,658 @@
+//! The GraphQL API (`/graphql`, subscriptions at `/graphql/ws`). Resolvers translate
+//! arguments and results; the work happens in `service`. Stacks are addressed by slug
+//! (their `id`), runs by UUID.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextExecute};
+use async_graphql::{Response, Context, Enum, ID, InputObject, Json, Object, Schema, SimpleObject, Subscription};
+use chrono::{DateTime, Utc};
+use futures::Stream;
+use terraplane_domain::{RunEvent, RunId, RunState, RunType};
+use terraplane_store::StackPatch;
+
+use crate::AppState;
+use crate::auth::{Action, Principal, verify_password};
+use crate::error::{ApiError, ApiResult};
+use crate::service::{self, StackInput};
+
+pub type ApiSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
+
+pub fn build_schema(state: Arc<AppState>) -> ApiSchema {
+    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot).data(state).extension(ErrorCodes).finish()
+}
+
+/// Gives every error that came from an [`ApiError`] its stable `extensions.code`, and makes
+/// internal errors opaque (the cause is logged).
+struct ErrorCodes;
+
+impl ExtensionFactory for ErrorCodes {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(ErrorCodes)
+    }
+}
+
+#[async_trait::async_trait]
+impl Extension for ErrorCodes {
+    async fn execute(&self, ctx: &ExtensionContext<'_>, operation_name: Option<&str>, next: NextExecute<'_>) -> Response {
+        let mut resp = next.run(ctx, operation_name).await;
+        for e in &mut resp.errors {
+            if let Some(api) = e.source::<ApiError>() {
+                let code = api.code();
+                e.message = api.public_message();
+                e.extensions.get_or_insert_with(Default::default).set("code", code);
+            }
+        }
+        resp
+    }
+}
+
+fn state<'a>(ctx: &Context<'a>) -> &'a Arc<AppState> {
+    // Put there by build_schema; its absence is a programming error caught by every test.
+    #[allow(clippy::expect_used)]
+    ctx.data::<Arc<AppState>>().expect("AppState in schema data")
+}
+
+fn principal<'a>(ctx: &Context<'a>) -> ApiResult<&'a Principal> {
+    if let Ok(Some(e)) = ctx.data::<Option<AuthFailure>>() {
+        return Err(ApiError::Unauthenticated(e.0.clone()));
+    }
+    ctx.data::<Principal>().map_err(|_| ApiError::Unauthenticated("missing credentials".into()))
+}
+
+/// Why the request's credential was refused (reported by fields that need one).
+#[derive(Clone, Debug)]
+pub struct AuthFailure(pub String);
+
+fn parse_run_id(id: &ID) -> ApiResult<RunId> {
+    id.parse().map_err(|_| ApiError::NotFound("run"))
+}
+
+#[derive(Enum, Copy, Clone, Eq, PartialEq, Debug)]
+#[graphql(remote = "terraplane_domain::RunState")]
+pub enum GqlRunState {
+    Queued,
+    Preparing,
+    Initializing,
+    Planning,
+    Unconfirmed,
+    Confirmed,
+    Applying,
+    Finished,
+    Failed,
+    Discarded,
+    Canceled,
+}
+
+#[derive(Enum, Copy, Clone, Eq, PartialEq, Debug)]
+#[graphql(remote = "terraplane_domain::RunType")]
+pub enum GqlRunType {
+    Tracked,
+    Proposed,
+}
+
+#[derive(SimpleObject)]
+pub struct Organization {
+    id: ID,
+    slug: String,
+    name: String,
+}
+
+#[derive(SimpleObject)]
+pub struct Viewer {
+    id: String,
+    name: String,
+    organization: Organization,
+    role: String,
+}
+
+#[derive(SimpleObject)]
+pub struct LoginResult {
+    token: String,
+    expires_at: DateTime<Utc>,
+    organization: Organization,
+}
+
+#[derive(SimpleObject)]
+pub struct StackLock {
+    holder: String,
+    note: Option<String>,
+    locked_at: DateTime<Utc>,
+}
+
+#[derive(SimpleObject)]
+pub struct StateLockInfo {
+    id: String,
+    holder: String,
+    info: Json<serde_json::Value>,
+    run_id: Option<ID>,
+    needs_recovery: bool,
+    created_at: DateTime<Utc>,
+}
+
+impl From<terraplane_store::StateLock> for StateLockInfo {
+    fn from(l: terraplane_store::StateLock) -> Self {
+        Self {
+            id: l.lock_id,
+            holder: l.holder,
+            info: Json(serde_json::from_str(&l.info).unwrap_or_default()),
+            run_id: l.run_id.map(|r| ID(r.to_string())),
+            needs_recovery: l.needs_recovery,
+            created_at: l.created_at,
+        }
+    }
+}
+
+pub struct Stack(terraplane_store::Stack);
+
+#[Object]
+impl Stack {
+    /// The stack's slug.
+    async fn id(&self) -> ID {
+        ID(self.0.slug.clone())
+    }
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
+    async fn description(&self) -> &str {
+        &self.0.description
+    }
+    async fn repository(&self) -> &str {
+        &self.0.repository
+    }
+    async fn branch(&self) -> &str {
+        &self.0.branch
+    }
+    async fn project_root(&self) -> &str {
+        &self.0.project_root
+    }
+    async fn tool(&self) -> &str {
+        &self.0.tool
+    }
+    async fn tool_version(&self) -> Option<&str> {
+        self.0.tool_version.as_deref()
+    }
+    async fn autodeploy(&self) -> bool {
+        self.0.autodeploy
+    }
+    async fn labels(&self) -> &[String] {
+        &self.0.labels
+    }
+    async fn worker_pool(&self) -> &str {
+        &self.0.worker_pool
+    }
+    async fn lock(&self) -> Option<StackLock> {
+        self.0.lock.as_ref().map(|l| StackLock { holder: l.holder.clone(), note: l.note.clone(), locked_at: l.locked_at })
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    async fn updated_at(&self) -> DateTime<Utc> {
+        self.0.updated_at
+    }
+    /// The Terraform state lock, if someone holds it.
+    async fn state_lock(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<StateLockInfo>> {
+        let p = principal(ctx)?;
+        Ok(state(ctx).store.scope(p.org).get_state_lock(self.0.id).await.map_err(ApiError::from)?.map(Into::into))
+    }
+    async fn runs(&self, ctx: &Context<'_>, #[graphql(default = 20)] limit: u64) -> async_graphql::Result<Vec<Run>> {
+        let p = principal(ctx)?;
+        let runs = state(ctx).store.scope(p.org).list_runs(self.0.id, limit.min(500)).await.map_err(ApiError::from)?;
+        Ok(runs.into_iter().map(|r| Run { run: r, stack_slug: self.0.slug.clone() }).collect())
+    }
+}
+
+#[derive(SimpleObject)]
+pub struct PlanSummary {
+    add: i32,
+    change: i32,
+    destroy: i32,
+}
+
+#[derive(SimpleObject)]
+pub struct RunEventGql {
+    state: GqlRunState,
+    note: Option<String>,
+    at: DateTime<Utc>,
+}
+
+#[derive(SimpleObject, Clone)]
+pub struct LogChunk {
+    seq: i64,
+    phase: String,
+    data: String,
+    created_at: DateTime<Utc>,
+}
+
+impl From<terraplane_store::LogChunk> for LogChunk {
+    fn from(c: terraplane_store::LogChunk) -> Self {
+        Self { seq: c.seq, phase: c.phase, data: c.data, created_at: c.created_at }
+    }
+}
+
+pub struct Run {
+    run: terraplane_store::Run,
+    stack_slug: String,
+}
+
+#[Object]
+impl Run {
+    async fn id(&self) -> ID {
+        ID(self.run.id.to_string())
+    }
+    async fn stack_id(&self) -> &str {
+        &self.stack_slug
+    }
+    #[graphql(name = "type")]
+    async fn run_type(&self) -> GqlRunType {
+        self.run.run_type.into()
+    }
+    async fn state(&self) -> GqlRunState {
+        self.run.state.into()
+    }
+    async fn terminal(&self) -> bool {
+        self.run.state.is_terminal()
+    }
+    async fn commit_sha(&self) -> Option<&str> {
+        self.run.commit_sha.as_deref()
+    }
+    async fn triggered_by(&self) -> &str {
+        &self.run.triggered_by
+    }
+    async fn drift_detection(&self) -> bool {
+        self.run.drift_detection
+    }
+    async fn plan_summary(&self) -> Option<PlanSummary> {
+        self.run.plan_summary.map(|s| PlanSummary { add: s.add, change: s.change, destroy: s.destroy })
+    }
+    async fn has_changes(&self) -> Option<bool> {
+        self.run.has_changes
+    }
+    async fn error(&self) -> Option<&str> {
+        self.run.error.as_deref()
+    }
+    async fn outputs(&self) -> Option<Json<serde_json::Value>> {
+        self.run.outputs.clone().map(Json)
+    }
+    async fn runner_id(&self) -> Option<&str> {
+        self.run.runner_id.as_deref()
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.run.created_at
+    }
+    async fn updated_at(&self) -> DateTime<Utc> {
+        self.run.updated_at
+    }
+    /// Every state change with its time.
+    async fn events(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<RunEventGql>> {
+        let p = principal(ctx)?;
+        let evs = state(ctx).store.scope(p.org).list_run_events(self.run.id).await.map_err(ApiError::from)?;
+        Ok(evs.into_iter().map(|e| RunEventGql { state: e.state.into(), note: e.note, at: e.at }).collect())
+    }
+    /// Log chunks after `afterSeq` (all when absent), in order.
+    async fn logs(
+        &self,
+        ctx: &Context<'_>,
+        after_seq: Option<i64>,
+        #[graphql(default = 1000)] limit: u64,
+    ) -> async_graphql::Result<Vec<LogChunk>> {
+        let p = principal(ctx)?;
+        let chunks =
+            state(ctx).store.scope(p.org).list_logs(self.run.id, after_seq, limit.min(10_000)).await.map_err(ApiError::from)?;
+        Ok(chunks.into_iter().map(Into::into).collect())
+    }
+    /// The plan as `terraform show -json` printed it, with sensitive values redacted.
+    async fn plan(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Json<serde_json::Value>>> {
+        let p = principal(ctx)?;
+        match state(ctx).store.scope(p.org).get_plan(self.run.id).await {
+            Ok(a) => Ok(Some(Json(serde_json::from_str(&a.plan_json).unwrap_or_default()))),
+            Err(terraplane_store::StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(ApiError::from(e).into()),
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+pub struct StateVersion {
+    serial: Option<i64>,
+    version: i64,
+    lineage: Option<String>,
+    md5: String,
+    sha256: String,
+    size: i64,
+    outputs: Json<serde_json::Value>,
+    run_id: Option<ID>,
+    created_by: String,
+    created_at: DateTime<Utc>,
+}
+
+impl From<terraplane_store::StateVersion> for StateVersion {
+    fn from(v: terraplane_store::StateVersion) -> Self {
+        Self {
+            serial: v.serial,
+            version: v.version,
+            lineage: v.lineage,
+            md5: v.md5,
+            sha256: v.sha256,
+            size: v.size,
+            outputs: Json(v.outputs),
+            run_id: v.run_id.map(|r| ID(r.to_string())),
+            created_by: v.created_by,
+            created_at: v.created_at,
+        }
+    }
+}
+
+async fn load_run(ctx: &Context<'_>, id: RunId) -> ApiResult<Run> {
+    let p = principal(ctx)?;
+    let scope = state(ctx).store.scope(p.org);
+    let run = scope.get_run(id).await?;
+    let stack = scope.get_stack(run.stack_id).await?;
+    Ok(Run { run, stack_slug: stack.slug })
+}
+
+pub struct QueryRoot;
+
+#[Object]
+impl QueryRoot {
+    async fn me(&self, ctx: &Context<'_>) -> async_graphql::Result<Viewer> {
+        let p = principal(ctx)?;
+        let org = state(ctx).store.get_org(p.org).await.map_err(ApiError::from)?;
+        Ok(Viewer {
+            id: match &p.actor {
+                crate::auth::Actor::User { id, .. } => id.to_string(),
+                crate::auth::Actor::ApiKey { id, .. } => id.to_string(),
+                crate::auth::Actor::Run { run_id, .. } => run_id.to_string(),
+            },
+            name: p.name(),
+            organization: Organization { id: ID(org.id.to_string()), slug: org.slug, name: org.name },
+            role: p.role.as_str().into(),
+        })
+    }
+
+    async fn stacks(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Stack>> {
+        let p = principal(ctx)?;
+        p.require(Action::Read)?;
+        Ok(state(ctx).store.scope(p.org).list_stacks().await.map_err(ApiError::from)?.into_iter().map(Stack).collect())
+    }
+
+    async fn stack(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Stack>> {
+        let p = principal(ctx)?;
+        p.require(Action::Read)?;
+        match state(ctx).store.scope(p.org).get_stack_by_slug(&id).await {
+            Ok(s) => Ok(Some(Stack(s))),
+            Err(terraplane_store::StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(ApiError::from(e).into()),
+        }
+    }
+
+    async fn runs(&self, ctx: &Context<'_>, stack_id: ID, #[graphql(default = 20)] limit: u64) -> async_graphql::Result<Vec<Run>> {
+        let p = principal(ctx)?;
+        p.require(Action::Read)?;
+        let scope = state(ctx).store.scope(p.org);
+        let stack = scope.get_stack_by_slug(&stack_id).await.map_err(ApiError::from)?;
+        let runs = scope.list_runs(stack.id, limit.min(500)).await.map_err(ApiError::from)?;
+        Ok(runs.into_iter().map(|r| Run { run: r, stack_slug: stack.slug.clone() }).collect())
+    }
+
+    async fn run(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Run>> {
+        principal(ctx)?.require(Action::Read)?;
+        let Ok(id) = id.parse::<RunId>() else { return Ok(None) };
+        match load_run(ctx, id).await {
+            Ok(r) => Ok(Some(r)),
+            Err(ApiError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn state_versions(&self, ctx: &Context<'_>, stack_id: ID) -> async_graphql::Result<Vec<StateVersion>> {
+        let p = principal(ctx)?;
+        Ok(service::state_versions(state(ctx), p, &stack_id).await?.into_iter().map(Into::into).collect())
+    }
+}
+
+#[derive(InputObject)]
+pub struct StackCreateInput {
+    /// Defaults to a slug derived from `name`.
+    slug: Option<String>,
+    name: String,
+    description: Option<String>,
+    repository: String,
+    branch: Option<String>,
+    project_root: Option<String>,
+    tool: Option<String>,
+    tool_version: Option<String>,
+    autodeploy: Option<bool>,
+    labels: Option<Vec<String>>,
+    worker_pool: Option<String>,
+}
+
+#[derive(InputObject, Default)]
+pub struct StackUpdateInput {
+    name: Option<String>,
+    description: Option<String>,
+    repository: Option<String>,
+    branch: Option<String>,
+    project_root: Option<String>,
+    tool_version: Option<String>,
+    autodeploy: Option<bool>,
+    labels: Option<Vec<String>>,
+    worker_pool: Option<String>,
+}
+
+pub struct MutationRoot;
+
+#[Object]
+impl MutationRoot {
+    /// Exchanges email and password for a session token in `organization` (default: the
+    /// user's first organization).
+    async fn login(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        password: String,
+        organization: Option<String>,
+    ) -> async_graphql::Result<LoginResult> {
+        let st = state(ctx);
+        let refused = || ApiError::Unauthenticated("invalid email or password".into());
+        let user = match st.store.get_user_by_email(&email).await {
+            Ok(u) => u,
+            Err(terraplane_store::StoreError::NotFound(_)) => {
+                // Same work as a real check, so timing doesn't reveal which emails exist.
+                let _ = tokio::task::spawn_blocking(move || verify_password(&password, crate::DUMMY_HASH)).await;
+                return Err(refused().into());
+            }
+            Err(e) => return Err(ApiError::from(e).into()),
+        };
+        let hash = user.password_hash.clone().unwrap_or_default();
+        let ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))?;
+        if !ok {
+            tracing::info!("login refused");
+            return Err(refused().into());
+        }
+        let memberships = st.store.list_memberships(user.id).await.map_err(ApiError::from)?;
+        let org = match organization {
+            Some(slug) => memberships.into_iter().find(|(o, _)| o.slug == slug).map(|(o, _)| o),
+            None => memberships.into_iter().next().map(|(o, _)| o),
+        }
+        .ok_or_else(|| ApiError::Forbidden("you are not a member of that organization".into()))?;
+        let (token, expires_at) = st.auth.issue_session(user.id, org.id, st.clock.now())?;
+        Ok(LoginResult { token, expires_at, organization: Organization { id: ID(org.id.to_string()), slug: org.slug, name: org.name } })
+    }
+
+    async fn stack_create(&self, ctx: &Context<'_>, input: StackCreateInput) -> async_graphql::Result<Stack> {
+        let p = principal(ctx)?;
+        let i = StackInput {
+            slug: input.slug,
+            name: input.name,
+            description: input.description,
+            repository: input.repository,
+            branch: input.branch,
+            project_root: input.project_root,
+            tool: input.tool,
+            tool_version: input.tool_version,
+            autodeploy: input.autodeploy,
+            labels: input.labels,
+            worker_pool: input.worker_pool,
+        };
+        Ok(Stack(service::create_stack(state(ctx), p, i).await?))
+    }
+
+    async fn stack_update(&self, ctx: &Context<'_>, id: ID, input: StackUpdateInput) -> async_graphql::Result<Stack> {
+        let p = principal(ctx)?;
+        let patch = StackPatch {
+            name: input.name,
+            description: input.description,
+            repository: input.repository,
+            branch: input.branch,
+            project_root: input.project_root,
+            tool_version: input.tool_version.map(Some),
+            autodeploy: input.autodeploy,
+            labels: input.labels,
+            worker_pool: input.worker_pool,
+        };
+        Ok(Stack(service::update_stack(state(ctx), p, &id, patch).await?))
+    }
+
+    async fn stack_delete(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Stack> {
+        let p = principal(ctx)?;
+        Ok(Stack(service::delete_stack(state(ctx), p, &id).await?))
+    }
+
+    async fn stack_lock(&self, ctx: &Context<'_>, id: ID, note: Option<String>) -> async_graphql::Result<Stack> {
+        let p = principal(ctx)?;
+        Ok(Stack(service::lock_stack(state(ctx), p, &id, note).await?))
+    }
+
+    async fn stack_unlock(&self, ctx: &Context<'_>, id: ID, #[graphql(default = false)] force: bool) -> async_graphql::Result<Stack> {
+        let p = principal(ctx)?;
+        Ok(Stack(service::unlock_stack(state(ctx), p, &id, force).await?))
+    }
+
+    async fn run_trigger(
+        &self,
+        ctx: &Context<'_>,
+        stack_id: ID,
+        #[graphql(name = "type", default_with = "GqlRunType::Tracked")] run_type: GqlRunType,
+        commit_sha: Option<String>,
+    ) -> async_graphql::Result<Run> {
+        let p = principal(ctx)?;
+        let run = service::trigger_run(state(ctx), p, &stack_id, RunType::from(run_type), commit_sha).await?;
+        Ok(Run { run, stack_slug: stack_id.to_string() })
+    }
+
+    async fn run_confirm(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Run> {
+        decide(ctx, &id, RunEvent::Confirm).await
+    }
+
+    async fn run_discard(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Run> {
+        decide(ctx, &id, RunEvent::Discard).await
+    }
+
+    async fn run_cancel(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Run> {
+        decide(ctx, &id, RunEvent::Cancel).await
+    }
+
+    /// Releases the stack's Terraform state lock whoever holds it (admin only): the way out
+    /// after a runner died mid-apply.
+    async fn state_force_unlock(&self, ctx: &Context<'_>, stack_id: ID) -> async_graphql::Result<StateLockInfo> {
+        let p = principal(ctx)?;
+        Ok(service::force_unlock_state(state(ctx), p, &stack_id).await?.into())
+    }
+}
+
+async fn decide(ctx: &Context<'_>, id: &ID, event: RunEvent) -> async_graphql::Result<Run> {
+    let p = principal(ctx)?;
+    let id = parse_run_id(id)?;
+    // Reading first makes another organization's run a plain "not found".
+    load_run(ctx, id).await?;
+    service::decide_run(state(ctx), p, id, event).await?;
+    Ok(load_run(ctx, id).await?)
+}
+
+pub struct SubscriptionRoot;
+
+const POLL: Duration = Duration::from_millis(1000);
+
+#[Subscription]
+impl SubscriptionRoot {
+    /// Log chunks of a run as they arrive, starting after `afterSeq`; ends when the run has
+    /// ended and every chunk was sent.
+    async fn run_logs(
+        &self,
+        ctx: &Context<'_>,
+        run_id: ID,
+        after_seq: Option<i64>,
+    ) -> async_graphql::Result<impl Stream<Item = LogChunk> + use<>> {
+        let p = principal(ctx)?.clone();
+        p.require(Action::Read)?;
+        let st = state(ctx).clone();
+        let id = parse_run_id(&run_id)?;
+        st.store.scope(p.org).get_run(id).await.map_err(ApiError::from)?;
+        let mut rx = st.bus.subscribe();
+        Ok(async_stream::stream! {
+            let mut last = after_seq;
+            loop {
+                let scope = st.store.scope(p.org);
+                // Read the state before the logs: chunks written before the run ended are
+                // then certainly in the read that follows.
+                let ended = scope.get_run(id).await.map(|r| r.state.is_terminal()).unwrap_or(true);
+                let Ok(chunks) = scope.list_logs(id, last, 1000).await else { break };
+                let n = chunks.len();
+                for c in chunks {
+                    last = Some(c.seq);
+                    yield LogChunk::from(c);
+                }
+                if n == 1000 { continue; }
+                if ended { break; }
+                wait_for(&mut rx, id).await;
+            }
+        })
+    }
+
+    /// The run each time its state changes; ends after a terminal state.
+    async fn run_state_changed(&self, ctx: &Context<'_>, run_id: ID) -> async_graphql::Result<impl Stream<Item = Run> + use<>> {
+        let p = principal(ctx)?.clone();
+        p.require(Action::Read)?;
+        let st = state(ctx).clone();
+        let id = parse_run_id(&run_id)?;
+        let scope = st.store.scope(p.org);
+        let first = scope.get_run(id).await.map_err(ApiError::from)?;
+        let slug = scope.get_stack(first.stack_id).await.map_err(ApiError::from)?.slug;
+        let mut rx = st.bus.subscribe();
+        Ok(async_stream::stream! {
+            let mut seen: Option<(RunState, usize)> = None;
+            loop {
+                let scope = st.store.scope(p.org);
+                let Ok(run) = scope.get_run(id).await else { break };
+                let events = scope.list_run_events(id).await.map(|e| e.len()).unwrap_or(0);
+                let terminal = run.state.is_terminal();
+                if seen != Some((run.state, events)) {
+                    seen = Some((run.state, events));
+                    yield Run { run, stack_slug: slug.clone() };
+                }
+                if terminal { break; }
+                wait_for(&mut rx, id).await;
+            }
+        })
+    }
+}
+
+async fn wait_for(rx: &mut tokio::sync::broadcast::Receiver<crate::bus::BusEvent>, id: RunId) {
+    let deadline = tokio::time::sleep(POLL);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = &mut deadline => return,
+            ev = rx.recv() => match ev {
+                Ok(e) if e.run_id() == id => return,
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                Err(_) => { (&mut deadline).await; return; }
+            }
+        }
+    }
+}

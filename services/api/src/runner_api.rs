@@ -1,0 +1,224 @@
+//! The runner protocol under `/api/v1/runner`. A runner claims a run with its pool token
+//! and gets a job spec holding a run token; every later call carries that run token and
+//! the claim's fencing token, so a runner that lost its lease cannot write anything.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use terraplane_domain::plan::{PlanSummary, redact_plan};
+use terraplane_domain::{RunEvent, RunId, RunPhase, RunState};
+use terraplane_protocol::{
+    ClaimRequest, HeartbeatRequest, HeartbeatResponse, JobSpec, LogAppend, PhaseOutcome, PhaseResult, ProgressRequest,
+};
+use terraplane_store::{Run, RunUpdate, StoreError};
+
+use crate::AppState;
+use crate::auth::{Actor, Principal, credential};
+use crate::bus::BusEvent;
+use crate::error::{ApiError, ApiResult};
+use crate::service::Shared;
+
+pub fn config(cfg: &mut web::ServiceConfig, max_plan_bytes: usize) {
+    cfg.service(
+        web::scope("/api/v1/runner/runs/{run}")
+            .app_data(web::JsonConfig::default().limit(max_plan_bytes.saturating_mul(2)))
+            .route("/claim", web::post().to(claim))
+            .route("/heartbeat", web::post().to(heartbeat))
+            .route("/logs", web::post().to(append_log))
+            .route("/progress", web::post().to(progress))
+            .route("/plan", web::put().to(upload_plan))
+            .route("/plan", web::get().to(download_plan))
+            .route("/result", web::post().to(result)),
+    );
+}
+
+fn run_id(raw: &str) -> ApiResult<RunId> {
+    raw.parse().map_err(|_| ApiError::NotFound("run"))
+}
+
+/// The run token's principal, which must belong to the run in the path.
+async fn run_principal(st: &AppState, req: &HttpRequest, id: RunId) -> ApiResult<Principal> {
+    let p = st.principal(req).await?;
+    match p.actor {
+        Actor::Run { run_id, .. } if run_id == id => Ok(p),
+        Actor::Run { .. } => Err(ApiError::NotFound("run")),
+        _ => Err(ApiError::Forbidden("runner calls need the run's token".into())),
+    }
+}
+
+/// Checks the fencing token against the run as stored.
+async fn held_run(st: &AppState, p: &Principal, id: RunId, fencing: i64) -> ApiResult<Run> {
+    let run = st.store.scope(p.org).get_run(id).await?;
+    if run.fencing_token != fencing {
+        return Err(ApiError::conflict("stale_fencing_token", "the run was claimed by someone else"));
+    }
+    Ok(run)
+}
+
+fn store_conflict(code: &'static str) -> impl Fn(StoreError) -> ApiError {
+    move |e| match e {
+        StoreError::Conflict(m) => ApiError::conflict(code, m),
+        e => e.into(),
+    }
+}
+
+async fn claim(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<ClaimRequest>) -> ApiResult<HttpResponse> {
+    st.auth.verify_pool_token(&credential(&req).unwrap_or_default())?;
+    let id = run_id(&path)?;
+    let now = st.clock.now();
+    let lease_until = now + chrono::Duration::seconds(st.cfg.scheduler.lease_secs as i64);
+    let runner_id: String = body.runner_id.chars().take(128).collect();
+    let run = st
+        .store
+        .claim_run(id, body.phase, &runner_id, lease_until, now)
+        .await
+        .map_err(store_conflict("run_not_claimable"))?;
+    let stack = st.store.scope(run.org_id).get_stack(run.stack_id).await?;
+    let org = st.store.get_org(run.org_id).await?;
+    let plan_sha256 = if body.phase == RunPhase::Apply {
+        Some(st.store.scope(run.org_id).get_plan(run.id).await?.sha256)
+    } else {
+        None
+    };
+    let spec = JobSpec {
+        run_id: run.id,
+        phase: body.phase,
+        run_type: run.run_type,
+        fencing_token: run.fencing_token,
+        lease_expires_at: lease_until,
+        run_token: st.auth.issue_run_token(run.id, stack.id, run.org_id, now)?,
+        state_address: format!("{}/api/v1/orgs/{}/stacks/{}/state", st.public_url, org.slug, stack.slug),
+        org: org.slug,
+        stack: stack.slug,
+        repository: stack.repository,
+        branch: stack.branch,
+        commit_sha: run.commit_sha.clone(),
+        project_root: stack.project_root,
+        tool: stack.tool,
+        heartbeat_interval_secs: st.cfg.scheduler.heartbeat_secs,
+        plan_sha256,
+    };
+    st.bus.publish(BusEvent::RunChanged(run.id));
+    Ok(HttpResponse::Ok().json(spec))
+}
+
+async fn heartbeat(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<HeartbeatRequest>) -> ApiResult<HttpResponse> {
+    let id = run_id(&path)?;
+    let p = match run_principal(&st, &req, id).await {
+        Ok(p) => p,
+        // The token dies with the run: tell the runner to stop rather than just "401".
+        Err(ApiError::Unauthenticated(m)) if m.starts_with("run token no longer valid") => {
+            return Err(ApiError::conflict("run_ended", m));
+        }
+        Err(e) => return Err(e),
+    };
+    let until = st.clock.now() + chrono::Duration::seconds(st.cfg.scheduler.lease_secs as i64);
+    let run = st.store.scope(p.org).renew_lease(id, body.fencing_token, until).await.map_err(store_conflict("lease_lost"))?;
+    Ok(HttpResponse::Ok().json(HeartbeatResponse {
+        lease_expires_at: until,
+        state: run.state,
+        cancel_requested: run.cancel_requested || run.state == RunState::Canceled,
+    }))
+}
+
+async fn append_log(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<LogAppend>) -> ApiResult<HttpResponse> {
+    let id = run_id(&path)?;
+    let p = run_principal(&st, &req, id).await?;
+    held_run(&st, &p, id, body.fencing_token).await?;
+    if body.seq < 0 {
+        return Err(ApiError::BadRequest("seq must not be negative".into()));
+    }
+    st.store
+        .scope(p.org)
+        .append_log(id, body.seq, body.phase.as_str(), &body.data, st.clock.now())
+        .await
+        .map_err(store_conflict("log_sequence_conflict"))?;
+    st.bus.publish(BusEvent::LogAppended(id));
+    Ok(HttpResponse::NoContent().finish())
+}
+
+async fn progress(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<ProgressRequest>) -> ApiResult<HttpResponse> {
+    let id = run_id(&path)?;
+    let p = run_principal(&st, &req, id).await?;
+    let event = match body.state {
+        RunState::Initializing => RunEvent::Initializing,
+        RunState::Planning => RunEvent::Planning,
+        s => return Err(ApiError::BadRequest(format!("a runner cannot report {s} as progress"))),
+    };
+    let upd = RunUpdate { fencing_token: Some(body.fencing_token), commit_sha: body.commit_sha.clone(), ..Default::default() };
+    st.store.scope(p.org).transition_run(id, event, upd, st.clock.now()).await.map_err(store_conflict("invalid_run_state"))?;
+    st.bus.publish(BusEvent::RunChanged(id));
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct PlanUpload {
+    pub fencing_token: i64,
+    /// The binary plan file, base64.
+    pub plan_file: String,
+    /// `terraform show -json` of the plan; redacted here before it is stored.
+    pub plan_json: serde_json::Value,
+}
+
+async fn upload_plan(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<PlanUpload>) -> ApiResult<HttpResponse> {
+    let id = run_id(&path)?;
+    let p = run_principal(&st, &req, id).await?;
+    let run = held_run(&st, &p, id, body.fencing_token).await?;
+    if run.state != RunState::Planning {
+        return Err(ApiError::conflict("invalid_run_state", format!("run is {}; plans are uploaded while PLANNING", run.state)));
+    }
+    let file = base64::engine::general_purpose::STANDARD
+        .decode(&body.plan_file)
+        .map_err(|e| ApiError::BadRequest(format!("plan_file is not base64: {e}")))?;
+    if file.len() > st.cfg.api.max_plan_bytes {
+        return Err(ApiError::TooLarge(format!("plan of {} bytes exceeds the limit", file.len())));
+    }
+    let body = body.into_inner();
+    let mut plan_json = body.plan_json;
+    redact_plan(&mut plan_json);
+    let sha = hex::encode(Sha256::digest(&file));
+    st.store.scope(p.org).put_plan(id, file, plan_json.to_string(), sha.clone(), st.clock.now()).await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "sha256": sha })))
+}
+
+async fn download_plan(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>) -> ApiResult<HttpResponse> {
+    let id = run_id(&path)?;
+    let p = run_principal(&st, &req, id).await?;
+    let plan = st.store.scope(p.org).get_plan(id).await?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/octet-stream")
+        .insert_header(("X-Plan-Sha256", plan.sha256))
+        .body(plan.plan_file))
+}
+
+async fn result(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<PhaseResult>) -> ApiResult<HttpResponse> {
+    let id = run_id(&path)?;
+    let p = run_principal(&st, &req, id).await?;
+    let scope = st.store.scope(p.org);
+    let run = held_run(&st, &p, id, body.fencing_token).await?;
+    let stack = scope.get_stack(run.stack_id).await?;
+    let body = body.into_inner();
+    let mut upd = RunUpdate { fencing_token: Some(body.fencing_token), ..Default::default() };
+    let event = match (body.phase, body.outcome) {
+        (RunPhase::Plan, PhaseOutcome::Planned { has_changes, summary }) => {
+            let summary = if has_changes { summary } else { PlanSummary::default() };
+            upd.plan = Some((summary, has_changes));
+            upd.note = Some(format!("plan: +{} ~{} -{}", summary.add, summary.change, summary.destroy));
+            RunEvent::PlanFinished { has_changes, run_type: run.run_type, autodeploy: stack.autodeploy }
+        }
+        (RunPhase::Apply, PhaseOutcome::Applied { outputs }) => {
+            upd.outputs = Some(outputs);
+            RunEvent::ApplyFinished
+        }
+        (_, PhaseOutcome::Failed { reason }) => {
+            upd.error = Some(reason);
+            RunEvent::Fail
+        }
+        (phase, _) => return Err(ApiError::BadRequest(format!("outcome does not match the {} phase", phase.as_str()))),
+    };
+    let run = scope.transition_run(id, event, upd, st.clock.now()).await.map_err(store_conflict("invalid_run_state"))?;
+    st.bus.publish(BusEvent::RunChanged(id));
+    st.kick_scheduler();
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "state": run.state })))
+}
