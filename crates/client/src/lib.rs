@@ -1,1 +1,606 @@
-//! terraplane-client
+//! Typed async client of the Terraplane API (GraphQL at `{endpoint}/graphql`, the state
+//! backend under `{endpoint}/api/v1`), used by `tpctl` and the tests.
+//! One method per operation; errors keep the server's stable codes (see [`ClientError`]).
+
+mod error;
+mod types;
+
+use std::time::Duration;
+
+use reqwest::{StatusCode, Url, header};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+pub use error::ClientError;
+pub use types::*;
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+/// The most log chunks the server returns for one `logs` field.
+pub const LOGS_PAGE_LIMIT: usize = 1000;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+// Field selections, spelled once; `concat!` needs literals, hence macros.
+macro_rules! org_fields {
+    () => {
+        "id slug name"
+    };
+}
+macro_rules! stack_fields {
+    () => {
+        "id name description repository branch projectRoot tool toolVersion autodeploy labels \
+         workerPool lock { holder note lockedAt } createdAt updatedAt"
+    };
+}
+macro_rules! state_lock_fields {
+    () => {
+        "id holder info runId needsRecovery createdAt"
+    };
+}
+macro_rules! run_fields {
+    () => {
+        "id stackId type state terminal commitSha triggeredBy driftDetection \
+         planSummary { add change destroy } hasChanges error outputs runnerId createdAt updatedAt"
+    };
+}
+macro_rules! state_version_fields {
+    () => {
+        "serial version lineage md5 sha256 size outputs runId createdBy createdAt"
+    };
+}
+
+/// A connection to one Terraplane endpoint, optionally authenticated. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    endpoint: Url,
+    token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GraphqlResponse {
+    data: Option<Value>,
+    #[serde(default)]
+    errors: Vec<GraphqlError>,
+}
+
+#[derive(Deserialize)]
+struct GraphqlError {
+    message: String,
+    #[serde(default)]
+    extensions: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    code: String,
+    message: String,
+}
+
+impl Client {
+    /// `endpoint` is the server's base URL (`https://terraplane.example.com`); `token` a
+    /// session token from [`Client::login`] or an API key.
+    pub fn new(endpoint: &str, token: Option<String>) -> Result<Self> {
+        let invalid = |reason: String| ClientError::InvalidEndpoint {
+            endpoint: endpoint.to_owned(),
+            reason,
+        };
+        let mut url = Url::parse(endpoint.trim()).map_err(|e| invalid(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid("the scheme must be http or https".into()));
+        }
+        if url.cannot_be_a_base() {
+            return Err(invalid("not a base URL".into()));
+        }
+        // A trailing slash makes `join` append instead of replacing the last segment.
+        if !url.path().ends_with('/') {
+            let path = format!("{}/", url.path());
+            url.set_path(&path);
+        }
+        url.set_query(None);
+        url.set_fragment(None);
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .user_agent(concat!("terraplane-client/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(ClientError::Transport)?;
+        Ok(Self {
+            http,
+            endpoint: url,
+            token: token.filter(|t| !t.is_empty()),
+        })
+    }
+
+    /// The same endpoint with another credential (e.g. the token `login` returned).
+    pub fn with_token(&self, token: Option<String>) -> Self {
+        Self {
+            http: self.http.clone(),
+            endpoint: self.endpoint.clone(),
+            token: token.filter(|t| !t.is_empty()),
+        }
+    }
+
+    /// The base URL, always ending in `/`.
+    pub fn endpoint(&self) -> &str {
+        self.endpoint.as_str()
+    }
+
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    fn url(&self, path: &str) -> Result<Url> {
+        self.endpoint
+            .join(path)
+            .map_err(|e| ClientError::InvalidEndpoint {
+                endpoint: self.endpoint.to_string(),
+                reason: e.to_string(),
+            })
+    }
+
+    fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    /// Runs one GraphQL operation and decodes its `data`. Any entry in `errors[]` fails the
+    /// call with [`ClientError::Api`] (code from `extensions.code`, `graphql` without one).
+    pub async fn graphql<T: DeserializeOwned>(&self, query: &str, variables: Value) -> Result<T> {
+        let url = self.url("graphql")?;
+        let resp = self
+            .authorize(self.http.post(url))
+            .header(header::ACCEPT, "application/json")
+            .json(&json!({ "query": query, "variables": variables }))
+            .send()
+            .await?;
+        let status = resp.status();
+        let body = resp.bytes().await?;
+        // Some failures (bad request, auth middleware) come with a non-2xx status and either
+        // a GraphQL body or a REST error body; prefer whichever explains more.
+        let parsed: Option<GraphqlResponse> = serde_json::from_slice(&body).ok();
+        match parsed {
+            Some(r) if !r.errors.is_empty() => Err(graphql_errors(r.errors)),
+            Some(GraphqlResponse {
+                data: Some(data), ..
+            }) if status.is_success() => {
+                serde_json::from_value(data).map_err(|e| ClientError::Decode(e.to_string()))
+            }
+            _ if !status.is_success() => Err(http_error(status, &body)),
+            _ => Err(ClientError::Decode(format!(
+                "GraphQL response without data or errors: {}",
+                String::from_utf8_lossy(&body)
+            ))),
+        }
+    }
+
+    /// Runs `query` and decodes the top-level field `name` of its data.
+    async fn field<T: DeserializeOwned>(
+        &self,
+        query: &str,
+        variables: Value,
+        name: &str,
+    ) -> Result<T> {
+        let mut data: serde_json::Map<String, Value> = self.graphql(query, variables).await?;
+        let v = data.remove(name).unwrap_or(Value::Null);
+        serde_json::from_value(v).map_err(|e| ClientError::Decode(format!("{name}: {e}")))
+    }
+
+    /// Exchanges email and password for a session token in `organization` (default: the
+    /// user's first organization). The client itself keeps its credential; see
+    /// [`Client::with_token`].
+    pub async fn login(
+        &self,
+        email: &str,
+        password: &str,
+        organization: Option<&str>,
+    ) -> Result<LoginResult> {
+        const Q: &str = concat!(
+            "mutation($email: String!, $password: String!, $organization: String) { ",
+            "login(email: $email, password: $password, organization: $organization) { ",
+            "token expiresAt organization { ",
+            org_fields!(),
+            " } } }"
+        );
+        self.field(
+            Q,
+            json!({ "email": email, "password": password, "organization": organization }),
+            "login",
+        )
+        .await
+    }
+
+    pub async fn me(&self) -> Result<Viewer> {
+        const Q: &str = concat!(
+            "query { me { id name role organization { ",
+            org_fields!(),
+            " } } }"
+        );
+        self.field(Q, json!({}), "me").await
+    }
+
+    pub async fn stacks(&self) -> Result<Vec<Stack>> {
+        const Q: &str = concat!("query { stacks { ", stack_fields!(), " } }");
+        self.field(Q, json!({}), "stacks").await
+    }
+
+    /// The stack with this slug, with its state lock; `None` when there is none.
+    pub async fn stack(&self, id: &str) -> Result<Option<Stack>> {
+        const Q: &str = concat!(
+            "query($id: ID!) { stack(id: $id) { ",
+            stack_fields!(),
+            " stateLock { ",
+            state_lock_fields!(),
+            " } } }"
+        );
+        self.field(Q, json!({ "id": id }), "stack").await
+    }
+
+    pub async fn stack_create(&self, input: &StackCreateInput) -> Result<Stack> {
+        const Q: &str = concat!(
+            "mutation($input: StackCreateInput!) { stackCreate(input: $input) { ",
+            stack_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "input": input }), "stackCreate")
+            .await
+    }
+
+    pub async fn stack_update(&self, id: &str, input: &StackUpdateInput) -> Result<Stack> {
+        const Q: &str = concat!(
+            "mutation($id: ID!, $input: StackUpdateInput!) { stackUpdate(id: $id, input: $input) { ",
+            stack_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id, "input": input }), "stackUpdate")
+            .await
+    }
+
+    /// Deletes the stack and returns it as it was.
+    pub async fn stack_delete(&self, id: &str) -> Result<Stack> {
+        const Q: &str = concat!(
+            "mutation($id: ID!) { stackDelete(id: $id) { ",
+            stack_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "stackDelete").await
+    }
+
+    pub async fn stack_lock(&self, id: &str, note: Option<&str>) -> Result<Stack> {
+        const Q: &str = concat!(
+            "mutation($id: ID!, $note: String) { stackLock(id: $id, note: $note) { ",
+            stack_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id, "note": note }), "stackLock")
+            .await
+    }
+
+    /// Releases the stack lock; `force` releases someone else's (admin).
+    pub async fn stack_unlock(&self, id: &str, force: bool) -> Result<Stack> {
+        const Q: &str = concat!(
+            "mutation($id: ID!, $force: Boolean!) { stackUnlock(id: $id, force: $force) { ",
+            stack_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id, "force": force }), "stackUnlock")
+            .await
+    }
+
+    /// Triggers a tracked run, or a proposed (plan-only) one, on the branch's head.
+    pub async fn run_trigger(&self, stack_id: &str, proposed: bool) -> Result<Run> {
+        let t = if proposed {
+            RunType::Proposed
+        } else {
+            RunType::Tracked
+        };
+        self.run_trigger_with(stack_id, &t, None).await
+    }
+
+    /// Triggers a run of any type, optionally at a given commit.
+    pub async fn run_trigger_with(
+        &self,
+        stack_id: &str,
+        run_type: &RunType,
+        commit_sha: Option<&str>,
+    ) -> Result<Run> {
+        // The enum is inlined as a literal so the query doesn't depend on the schema's name
+        // for the enum type; only plain enum names are allowed through.
+        let t = run_type.as_str();
+        if t.is_empty() || !t.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') {
+            return Err(ClientError::api(
+                "bad_request",
+                format!("invalid run type {t:?}"),
+            ));
+        }
+        let q = format!(
+            "mutation($stackId: ID!, $commitSha: String) {{ runTrigger(stackId: $stackId, type: {t}, commitSha: $commitSha) {{ {} }} }}",
+            run_fields!()
+        );
+        self.field(
+            &q,
+            json!({ "stackId": stack_id, "commitSha": commit_sha }),
+            "runTrigger",
+        )
+        .await
+    }
+
+    /// The stack's latest runs, newest first.
+    pub async fn runs(&self, stack_id: &str, limit: u64) -> Result<Vec<Run>> {
+        const Q: &str = concat!(
+            "query($stackId: ID!, $limit: Int!) { runs(stackId: $stackId, limit: $limit) { ",
+            run_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id, "limit": limit }), "runs")
+            .await
+    }
+
+    /// The run with its state-change events; `None` when there is none.
+    pub async fn run(&self, id: &str) -> Result<Option<Run>> {
+        const Q: &str = concat!(
+            "query($id: ID!) { run(id: $id) { ",
+            run_fields!(),
+            " events { state note at } } }"
+        );
+        self.field(Q, json!({ "id": id }), "run").await
+    }
+
+    /// Log chunks after `after_seq` (from the start when `None`), at most
+    /// [`LOGS_PAGE_LIMIT`]. An unknown run is `not_found`.
+    pub async fn logs(&self, run_id: &str, after_seq: Option<i64>) -> Result<Vec<LogChunk>> {
+        let page = self.run_logs(run_id, after_seq).await?;
+        Ok(page.logs)
+    }
+
+    /// The run's state and its log chunks after `after_seq`, in one request: what
+    /// `logs --follow` polls. An unknown run is `not_found`.
+    pub async fn run_logs(&self, run_id: &str, after_seq: Option<i64>) -> Result<RunLogs> {
+        const Q: &str = "query($id: ID!, $afterSeq: Int, $limit: Int!) { run(id: $id) { state terminal \
+                         logs(afterSeq: $afterSeq, limit: $limit) { seq phase data createdAt } } }";
+        let page: Option<RunLogs> = self
+            .field(
+                Q,
+                json!({ "id": run_id, "afterSeq": after_seq, "limit": LOGS_PAGE_LIMIT }),
+                "run",
+            )
+            .await?;
+        page.ok_or_else(|| ClientError::api("not_found", "run not found"))
+    }
+
+    pub async fn run_confirm(&self, id: &str) -> Result<Run> {
+        const Q: &str = concat!(
+            "mutation($id: ID!) { runConfirm(id: $id) { ",
+            run_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "runConfirm").await
+    }
+
+    pub async fn run_discard(&self, id: &str) -> Result<Run> {
+        const Q: &str = concat!(
+            "mutation($id: ID!) { runDiscard(id: $id) { ",
+            run_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "runDiscard").await
+    }
+
+    pub async fn run_cancel(&self, id: &str) -> Result<Run> {
+        const Q: &str = concat!(
+            "mutation($id: ID!) { runCancel(id: $id) { ",
+            run_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "runCancel").await
+    }
+
+    pub async fn state_versions(&self, stack_id: &str) -> Result<Vec<StateVersion>> {
+        const Q: &str = concat!(
+            "query($stackId: ID!) { stateVersions(stackId: $stackId) { ",
+            state_version_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id }), "stateVersions")
+            .await
+    }
+
+    /// Releases the stack's Terraform state lock whoever holds it (admin), returning the lock
+    /// that was released.
+    pub async fn state_force_unlock(&self, stack_id: &str) -> Result<StateLockInfo> {
+        const Q: &str = concat!(
+            "mutation($stackId: ID!) { stateForceUnlock(stackId: $stackId) { ",
+            state_lock_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id }), "stateForceUnlock")
+            .await
+    }
+
+    /// The raw Terraform state of a stack (the current version, or the one with `serial`);
+    /// `None` when the stack has no state yet.
+    pub async fn state_pull(
+        &self,
+        org: &str,
+        stack: &str,
+        serial: Option<i64>,
+    ) -> Result<Option<Vec<u8>>> {
+        let mut url = self.url("api/v1")?;
+        url.path_segments_mut()
+            .map_err(|()| ClientError::InvalidEndpoint {
+                endpoint: self.endpoint.to_string(),
+                reason: "not a base URL".into(),
+            })?
+            .extend(["orgs", org, "stacks", stack, "state"]);
+        if let Some(s) = serial {
+            url.query_pairs_mut().append_pair("serial", &s.to_string());
+        }
+        let resp = self.authorize(self.http.get(url)).send().await?;
+        let status = resp.status();
+        let body = resp.bytes().await?;
+        match status {
+            StatusCode::NO_CONTENT => Ok(None),
+            s if s.is_success() && body.is_empty() => Ok(None),
+            s if s.is_success() => Ok(Some(body.to_vec())),
+            s => Err(http_error(s, &body)),
+        }
+    }
+}
+
+fn graphql_errors(errors: Vec<GraphqlError>) -> ClientError {
+    let code = errors
+        .iter()
+        .find_map(|e| {
+            e.extensions
+                .as_ref()?
+                .get("code")?
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "graphql".to_owned());
+    let message = errors
+        .into_iter()
+        .map(|e| e.message)
+        .collect::<Vec<_>>()
+        .join("; ");
+    ClientError::Api { code, message }
+}
+
+fn http_error(status: StatusCode, body: &[u8]) -> ClientError {
+    if let Ok(e) = serde_json::from_slice::<ErrorBody>(body) {
+        return ClientError::Api {
+            code: e.code,
+            message: e.message,
+        };
+    }
+    let text = String::from_utf8_lossy(body)
+        .trim()
+        .chars()
+        .take(500)
+        .collect::<String>();
+    match status {
+        StatusCode::UNAUTHORIZED => ClientError::api(
+            "unauthenticated",
+            if text.is_empty() {
+                "authentication required".to_owned()
+            } else {
+                text
+            },
+        ),
+        StatusCode::FORBIDDEN => ClientError::api(
+            "forbidden",
+            if text.is_empty() {
+                "forbidden".to_owned()
+            } else {
+                text
+            },
+        ),
+        StatusCode::NOT_FOUND => ClientError::api(
+            "not_found",
+            if text.is_empty() {
+                "not found".to_owned()
+            } else {
+                text
+            },
+        ),
+        s => ClientError::Http {
+            status: s.as_u16(),
+            body: text,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_is_normalised_to_a_base() -> Result<()> {
+        let c = Client::new("http://localhost:8080", None)?;
+        assert_eq!(c.url("graphql")?.as_str(), "http://localhost:8080/graphql");
+        let c = Client::new("https://example.com/tp/", Some(String::new()))?;
+        assert_eq!(c.url("graphql")?.as_str(), "https://example.com/tp/graphql");
+        assert_eq!(c.token(), None);
+        assert!(matches!(
+            Client::new("localhost:8080", None),
+            Err(ClientError::InvalidEndpoint { .. })
+        ));
+        assert!(matches!(
+            Client::new("not a url", None),
+            Err(ClientError::InvalidEndpoint { .. })
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn graphql_errors_keep_the_first_code_and_all_messages() {
+        let errs: Vec<GraphqlError> = serde_json::from_value(json!([
+            {"message": "stack is locked", "extensions": {"code": "stack_locked"}},
+            {"message": "second"}
+        ]))
+        .unwrap_or_default();
+        match graphql_errors(errs) {
+            ClientError::Api { code, message } => {
+                assert_eq!(code, "stack_locked");
+                assert_eq!(message, "stack is locked; second");
+            }
+            e => panic!("unexpected {e:?}"),
+        }
+    }
+
+    #[test]
+    fn http_errors_use_the_rest_body_or_the_status() {
+        let e = http_error(
+            StatusCode::CONFLICT,
+            br#"{"code":"state_serial_conflict","message":"older serial"}"#,
+        );
+        assert_eq!(e.code(), Some("state_serial_conflict"));
+        assert!(http_error(StatusCode::UNAUTHORIZED, b"").is_unauthenticated());
+        assert!(matches!(
+            http_error(StatusCode::BAD_GATEWAY, b"oops"),
+            ClientError::Http { status: 502, .. }
+        ));
+    }
+
+    #[test]
+    fn run_decodes_known_and_unknown_enums() -> Result<(), serde_json::Error> {
+        let r: Run = serde_json::from_value(json!({
+            "id": "0190f0a0-0000-7000-8000-000000000001", "stackId": "net", "type": "PROPOSED",
+            "state": "PENDING_REVIEW", "terminal": false, "commitSha": null, "triggeredBy": "a@b.c",
+            "driftDetection": false, "planSummary": {"add": 1, "change": 0, "destroy": 2},
+            "hasChanges": true, "error": null, "outputs": null, "runnerId": null,
+            "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:01Z",
+            "events": [{"state": "QUEUED", "note": null, "at": "2026-01-01T00:00:00Z"}]
+        }))?;
+        assert_eq!(r.run_type, RunType::Proposed);
+        assert_eq!(r.state, RunState::Other("PENDING_REVIEW".into()));
+        assert_eq!(r.events[0].state, RunState::Queued);
+        assert_eq!(
+            r.plan_summary.map(|p| p.to_string()),
+            Some("+1 ~0 -2".into())
+        );
+        let back = serde_json::to_value(&r)?;
+        assert_eq!(back["type"], "PROPOSED");
+        assert_eq!(back["state"], "PENDING_REVIEW");
+        Ok(())
+    }
+
+    #[test]
+    fn create_input_omits_unset_fields() -> Result<(), serde_json::Error> {
+        let i = StackCreateInput {
+            name: "Net".into(),
+            repository: "https://git/x".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&i)?,
+            json!({"name": "Net", "repository": "https://git/x"})
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,326 @@
+//! The API's objects as the client sees them: serde mirrors of the GraphQL types (camelCase
+//! on the wire). Enums keep values this client doesn't know yet instead of failing.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Organization {
+    pub id: String,
+    pub slug: String,
+    pub name: String,
+}
+
+/// Who the token belongs to (`me`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Viewer {
+    pub id: String,
+    pub name: String,
+    pub organization: Organization,
+    pub role: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginResult {
+    pub token: String,
+    pub expires_at: DateTime<Utc>,
+    pub organization: Organization,
+}
+
+/// A stack's lock (`stackLock`), not to be confused with the Terraform state lock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackLock {
+    pub holder: String,
+    pub note: Option<String>,
+    pub locked_at: DateTime<Utc>,
+}
+
+/// The Terraform state lock of a stack.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateLockInfo {
+    pub id: String,
+    pub holder: String,
+    pub info: serde_json::Value,
+    pub run_id: Option<String>,
+    pub needs_recovery: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stack {
+    /// The slug; stacks are addressed by it.
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub repository: String,
+    pub branch: String,
+    pub project_root: String,
+    pub tool: String,
+    pub tool_version: Option<String>,
+    pub autodeploy: bool,
+    pub labels: Vec<String>,
+    pub worker_pool: String,
+    pub lock: Option<StackLock>,
+    /// Only filled by [`crate::Client::stack`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_lock: Option<StateLockInfo>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// `stackCreate` input; `None` fields take the server's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackCreateInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub repository: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_root: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autodeploy: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_pool: Option<String>,
+}
+
+/// `stackUpdate` input; only the `Some` fields change.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackUpdateInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_root: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autodeploy: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_pool: Option<String>,
+}
+
+/// A run's state, by its GraphQL name. Unknown names (a newer server) are kept verbatim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum RunState {
+    Queued,
+    Preparing,
+    Initializing,
+    Planning,
+    Unconfirmed,
+    Confirmed,
+    Applying,
+    Finished,
+    Failed,
+    Discarded,
+    Canceled,
+    Other(String),
+}
+
+impl RunState {
+    pub fn as_str(&self) -> &str {
+        match self {
+            RunState::Queued => "QUEUED",
+            RunState::Preparing => "PREPARING",
+            RunState::Initializing => "INITIALIZING",
+            RunState::Planning => "PLANNING",
+            RunState::Unconfirmed => "UNCONFIRMED",
+            RunState::Confirmed => "CONFIRMED",
+            RunState::Applying => "APPLYING",
+            RunState::Finished => "FINISHED",
+            RunState::Failed => "FAILED",
+            RunState::Discarded => "DISCARDED",
+            RunState::Canceled => "CANCELED",
+            RunState::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for RunState {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "QUEUED" => RunState::Queued,
+            "PREPARING" => RunState::Preparing,
+            "INITIALIZING" => RunState::Initializing,
+            "PLANNING" => RunState::Planning,
+            "UNCONFIRMED" => RunState::Unconfirmed,
+            "CONFIRMED" => RunState::Confirmed,
+            "APPLYING" => RunState::Applying,
+            "FINISHED" => RunState::Finished,
+            "FAILED" => RunState::Failed,
+            "DISCARDED" => RunState::Discarded,
+            "CANCELED" => RunState::Canceled,
+            _ => RunState::Other(s),
+        }
+    }
+}
+
+impl From<RunState> for String {
+    fn from(s: RunState) -> Self {
+        match s {
+            RunState::Other(s) => s,
+            s => s.as_str().to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for RunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A run's type, by its GraphQL name. Unknown names are kept verbatim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum RunType {
+    Tracked,
+    Proposed,
+    Other(String),
+}
+
+impl RunType {
+    pub fn as_str(&self) -> &str {
+        match self {
+            RunType::Tracked => "TRACKED",
+            RunType::Proposed => "PROPOSED",
+            RunType::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for RunType {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "TRACKED" => RunType::Tracked,
+            "PROPOSED" => RunType::Proposed,
+            _ => RunType::Other(s),
+        }
+    }
+}
+
+impl From<RunType> for String {
+    fn from(t: RunType) -> Self {
+        match t {
+            RunType::Other(s) => s,
+            t => t.as_str().to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for RunType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSummary {
+    pub add: i32,
+    pub change: i32,
+    pub destroy: i32,
+}
+
+impl fmt::Display for PlanSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "+{} ~{} -{}", self.add, self.change, self.destroy)
+    }
+}
+
+/// One state change of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunEvent {
+    pub state: RunState,
+    pub note: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    pub id: String,
+    /// The stack's slug.
+    pub stack_id: String,
+    #[serde(rename = "type")]
+    pub run_type: RunType,
+    pub state: RunState,
+    /// The run has ended and will not change again.
+    pub terminal: bool,
+    pub commit_sha: Option<String>,
+    pub triggered_by: String,
+    pub drift_detection: bool,
+    pub plan_summary: Option<PlanSummary>,
+    pub has_changes: Option<bool>,
+    pub error: Option<String>,
+    pub outputs: Option<serde_json::Value>,
+    pub runner_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Only filled by [`crate::Client::run`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<RunEvent>,
+}
+
+/// A piece of a run's log; `data` carries its own newlines.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogChunk {
+    pub seq: i64,
+    pub phase: String,
+    pub data: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A run's state together with the log chunks after a sequence number, read in one request
+/// (the state is read first, so a terminal state means no chunk can follow the last one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunLogs {
+    pub state: RunState,
+    pub terminal: bool,
+    pub logs: Vec<LogChunk>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateVersion {
+    pub serial: Option<i64>,
+    pub version: i64,
+    pub lineage: Option<String>,
+    pub md5: String,
+    pub sha256: String,
+    pub size: i64,
+    pub outputs: serde_json::Value,
+    pub run_id: Option<String>,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+}
