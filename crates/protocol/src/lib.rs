@@ -55,6 +55,8 @@ pub struct JobSpec {
     pub heartbeat_interval_secs: u64,
     /// sha256 of the plan file the apply phase must apply.
     pub plan_sha256: Option<String>,
+    /// Sequence number of this phase's first log chunk (logs are gap-free across phases).
+    pub log_seq_start: i64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -312,15 +312,7 @@ impl<'a> TenantScope<'a> {
                 Err(StoreError::Conflict(format!("log chunk {seq} already stored with different content")))
             };
         }
-        let last: Option<i64> = log_chunks::Entity::find()
-            .filter(log_chunks::Column::RunId.eq(rid.clone()))
-            .select_only()
-            .column_as(log_chunks::Column::Seq.max(), "max")
-            .into_tuple::<Option<i64>>()
-            .one(self.db)
-            .await?
-            .flatten();
-        let expected = last.map_or(0, |l| l + 1);
+        let expected = self.next_log_seq(run).await?;
         if seq != expected {
             return Err(StoreError::Conflict(format!("log chunk {seq} out of order; expected {expected}")));
         }
@@ -336,6 +328,20 @@ impl<'a> TenantScope<'a> {
         .await
         .map_err(|e| crate::conflict(e, format!("log chunk {seq} was appended concurrently")))?;
         Ok(())
+    }
+
+    /// The sequence number the run's next log chunk must have.
+    pub async fn next_log_seq(&self, run: RunId) -> Result<i64> {
+        let last: Option<i64> = log_chunks::Entity::find()
+            .filter(log_chunks::Column::OrgId.eq(self.org_s.clone()))
+            .filter(log_chunks::Column::RunId.eq(run.to_string()))
+            .select_only()
+            .column_as(log_chunks::Column::Seq.max(), "max")
+            .into_tuple::<Option<i64>>()
+            .one(self.db)
+            .await?
+            .flatten();
+        Ok(last.map_or(0, |l| l + 1))
     }
 
     pub async fn get_plan(&self, run: RunId) -> Result<PlanArtifact> {

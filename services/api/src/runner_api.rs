@@ -98,6 +98,7 @@ async fn claim(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>,
         tool: stack.tool,
         heartbeat_interval_secs: st.cfg.scheduler.heartbeat_secs,
         plan_sha256,
+        log_seq_start: st.store.scope(run.org_id).next_log_seq(run.id).await?,
     };
     st.bus.publish(BusEvent::RunChanged(run.id));
     Ok(HttpResponse::Ok().json(spec))
