@@ -1,0 +1,139 @@
+//! What each subcommand does: resolve the credential, call the client, print the result
+//! as a table or as JSON. Long-running commands (`--wait`, `--follow`) live in `run`.
+
+mod login;
+mod run;
+mod stack;
+mod state;
+
+use anyhow::{Context as _, Result, anyhow};
+use serde::Serialize;
+use terraplane_client::{Client, ClientError};
+
+use crate::cli::{Cli, Command, OutputFormat};
+use crate::{Context, config};
+
+/// Consecutive transport failures a polling loop rides out before giving up.
+const MAX_POLL_RETRIES: u32 = 5;
+
+pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
+    let Cli {
+        endpoint,
+        token,
+        output,
+        command,
+    } = cli;
+    if let Command::Login(args) = command {
+        return login::login(args, endpoint, token, output, ctx).await;
+    }
+    let settings = config::resolve(endpoint, token, ctx.env)?;
+    let endpoint = settings.endpoint.ok_or_else(|| {
+        anyhow!("no endpoint: pass --endpoint URL, set TPCTL_ENDPOINT, or run `tpctl login --endpoint URL`")
+    })?;
+    let token = settings.token.ok_or_else(|| {
+        anyhow!("not logged in to {endpoint}: run `tpctl login`, or pass --token / set TPCTL_TOKEN")
+    })?;
+    let client = Client::new(&endpoint, Some(token))?;
+    let mut app = App {
+        client,
+        format: output,
+        ctx,
+    };
+    match command {
+        Command::Login(_) => Ok(()),
+        Command::Whoami => app.whoami().await,
+        Command::Stack(c) => app.stack(c).await,
+        Command::Run(c) => app.run(c).await,
+        Command::State(c) => app.state(c).await,
+    }
+}
+
+/// A command in progress: the client, the output format and where to write.
+pub(crate) struct App<'c, 'a> {
+    client: Client,
+    format: OutputFormat,
+    ctx: &'c mut Context<'a>,
+}
+
+impl App<'_, '_> {
+    fn json_mode(&self) -> bool {
+        self.format == OutputFormat::Json
+    }
+
+    /// The command's result on stdout.
+    fn out(&mut self, s: &str) -> Result<()> {
+        self.ctx
+            .out
+            .write_all(s.as_bytes())
+            .context("cannot write to stdout")
+    }
+
+    fn out_bytes(&mut self, b: &[u8]) -> Result<()> {
+        self.ctx.out.write_all(b).context("cannot write to stdout")
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.ctx.out.flush().context("cannot write to stdout")
+    }
+
+    /// Progress and remarks: stdout for people, stderr when stdout carries JSON.
+    fn note(&mut self, s: &str) -> Result<()> {
+        if self.json_mode() {
+            self.ctx
+                .err
+                .write_all(s.as_bytes())
+                .context("cannot write to stderr")
+        } else {
+            self.out(s)
+        }
+    }
+
+    /// Always stderr (e.g. "no stacks" stays out of pipelines).
+    fn remark(&mut self, s: &str) -> Result<()> {
+        self.ctx
+            .err
+            .write_all(s.as_bytes())
+            .context("cannot write to stderr")
+    }
+
+    fn json<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<()> {
+        let mut s = serde_json::to_string_pretty(v).context("cannot encode JSON")?;
+        s.push('\n');
+        self.out(&s)
+    }
+
+    /// `v` as JSON, or as `human` renders it.
+    fn show<T: Serialize + ?Sized>(
+        &mut self,
+        v: &T,
+        human: impl FnOnce(&T) -> String,
+    ) -> Result<()> {
+        if self.json_mode() {
+            self.json(v)
+        } else {
+            self.out(&human(v))
+        }
+    }
+
+    async fn whoami(&mut self) -> Result<()> {
+        let me = self.client.me().await?;
+        let endpoint = self.client.endpoint().trim_end_matches('/').to_owned();
+        self.show(&me, |m| crate::output::viewer(m, &endpoint))
+    }
+
+    async fn pause(&self) {
+        tokio::time::sleep(self.ctx.poll_interval).await;
+    }
+}
+
+/// Worth retrying in a polling loop: the server may be restarting.
+fn transient(e: &ClientError) -> bool {
+    matches!(
+        e,
+        ClientError::Transport(_)
+            | ClientError::Http {
+                status: 502..=504,
+                ..
+            }
+    )
+}
