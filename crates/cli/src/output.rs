@@ -46,14 +46,14 @@ impl Table {
         let mut out = String::new();
         for r in std::iter::once(&self.headers).chain(&self.rows) {
             let mut line = String::new();
-            for i in 0..cols {
+            for (i, width) in widths.iter().enumerate() {
                 let cell = r.get(i).map(String::as_str).unwrap_or("");
                 if i > 0 {
                     line.push_str("   ");
                 }
                 line.push_str(cell);
                 if i + 1 < cols {
-                    line.extend(std::iter::repeat_n(' ', widths[i] - cell.chars().count()));
+                    line.extend(std::iter::repeat_n(' ', width - cell.chars().count()));
                 }
             }
             out.push_str(line.trim_end());
