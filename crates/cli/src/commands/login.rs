@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal, Read};
 use anyhow::{Context as _, Result, anyhow, bail};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use terraplane_client::{Client, Organization};
+use terraplane_client::{Client, ClientError, Organization};
 
 use crate::cli::{LoginArgs, OutputFormat};
 use crate::config::{self, ConfigError, ConfigFile};
@@ -58,6 +58,7 @@ pub async fn login(
                 .with_token(Some(token.clone()))
                 .me()
                 .await
+                .map_err(refused)
                 .context("the token was refused")?;
             if let Some(org) = &args.org
                 && org != &me.organization.slug
@@ -100,7 +101,8 @@ pub async fn login(
             }
             let r = client
                 .login(email.trim(), &password, args.org.as_deref())
-                .await?;
+                .await
+                .map_err(refused)?;
             let out = LoginOutput {
                 endpoint: endpoint.clone(),
                 name: email.trim().to_owned(),
@@ -141,6 +143,15 @@ pub async fn login(
     ctx.out
         .write_all(text.as_bytes())
         .context("cannot write to stdout")
+}
+
+/// A refused login is reported as it is, without `main`'s "log in again" hint.
+fn refused(e: ClientError) -> anyhow::Error {
+    if e.is_unauthenticated() {
+        anyhow!("{e}")
+    } else {
+        e.into()
+    }
 }
 
 fn prompt_line(ctx: &mut Context<'_>, prompt: &str) -> Result<String> {

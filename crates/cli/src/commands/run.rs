@@ -101,7 +101,12 @@ impl App<'_, '_> {
                 }
             }
             seen_events = seen_events.max(run.events.len());
-            if last.as_ref() != Some(&run.state) {
+            // The run row is read before its events, so events are never older than the
+            // state; the state itself only fills in for a server that records no events
+            // and for the final line.
+            let done = run.terminal || run.state == RunState::Unconfirmed;
+            let recorded = run.events.iter().any(|e| e.state == run.state);
+            if (run.events.is_empty() || (done && !recorded)) && last.as_ref() != Some(&run.state) {
                 lines.push_str(&output::transition(
                     &run.updated_at,
                     run.state.as_str(),
@@ -113,7 +118,7 @@ impl App<'_, '_> {
                 self.note(&lines)?;
                 self.flush()?;
             }
-            if run.terminal || run.state == RunState::Unconfirmed {
+            if done {
                 return Ok(run);
             }
             self.pause().await;
