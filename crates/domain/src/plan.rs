@@ -72,6 +72,11 @@ pub fn redact_plan(plan: &mut Value) {
             }
         }
     }
+    // The configuration echoes literal expressions: a sensitive output's constant and a
+    // sensitive variable's default would otherwise show in clear.
+    if let Some(m) = plan.pointer_mut("/configuration/root_module") {
+        redact_module_config(m);
+    }
     // planned_values / prior_state resource values carry sensitive attributes too.
     for path in ["/planned_values/root_module", "/prior_state/values/root_module"] {
         if let Some(m) = plan.pointer_mut(path) {
@@ -92,6 +97,27 @@ fn redact_module_values(module: &mut Value) {
     if let Some(children) = module.get_mut("child_modules").and_then(Value::as_array_mut) {
         for c in children {
             redact_module_values(c);
+        }
+    }
+}
+
+fn redact_module_config(module: &mut Value) {
+    for (key, field) in [("outputs", "expression"), ("variables", "default")] {
+        if let Some(items) = module.get_mut(key).and_then(Value::as_object_mut) {
+            for item in items.values_mut() {
+                if item.get("sensitive").and_then(Value::as_bool).unwrap_or(false)
+                    && let Some(v) = item.get_mut(field)
+                {
+                    *v = Value::String(REDACTED.into());
+                }
+            }
+        }
+    }
+    if let Some(calls) = module.get_mut("module_calls").and_then(Value::as_object_mut) {
+        for call in calls.values_mut() {
+            if let Some(m) = call.get_mut("module") {
+                redact_module_config(m);
+            }
         }
     }
 }
@@ -168,5 +194,19 @@ mod tests {
         assert!(!text.contains("hunter2"), "{text}");
         assert!(!text.contains("secret-tag"), "{text}");
         assert_eq!(plan["resource_changes"][0]["change"]["after"]["name"], "db");
+    }
+
+    #[test]
+    fn redacts_a_real_terraform_plan() -> Result<(), serde_json::Error> {
+        // `terraform show -json` of a plan with a sensitive variable (default
+        // "defaultsecret") feeding a resource, and a sensitive output "hunter2".
+        let mut plan: Value = serde_json::from_str(include_str!("../testdata/sensitive_plan.json"))?;
+        assert!(plan.to_string().contains("hunter2") && plan.to_string().contains("defaultsecret"));
+        redact_plan(&mut plan);
+        let text = plan.to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains("defaultsecret"), "{text}");
+        assert_eq!(PlanSummary::from_plan_json(&plan), PlanSummary { add: 1, change: 0, destroy: 0 });
+        Ok(())
     }
 }

@@ -28,24 +28,18 @@ impl<E: std::fmt::Display> From<E> for Failure {
 }
 
 pub async fn execute(settings: &RunnerSettings, api: &RunnerApi, spec: JobSpec, shutdown: CancellationToken) {
+    // `stop` interrupts terraform (run canceled, lease lost); `done` ends the heartbeats.
+    // Both futures run in this task, so a runner that dies takes its heartbeats with it.
     let stop = CancellationToken::new();
-    let hb = tokio::spawn(heartbeat(api.clone(), spec.clone(), stop.clone()));
+    let done = CancellationToken::new();
     let shipper = LogShipper::start(api.clone(), spec.clone());
     let log = shipper.sink();
-    let work = tempfile::Builder::new().prefix("run-").tempdir_in(&settings.work_dir);
-    let outcome = match work {
-        Ok(dir) => {
-            let r = tokio::select! {
-                r = phase(settings, api, &spec, dir.path(), &log, &stop) => r,
-                _ = shutdown.cancelled() => Err(Failure("runner shut down during the run".into())),
-            };
-            if let Err(e) = dir.close() {
-                tracing::warn!(error = %e, "cannot remove work directory");
-            }
-            r
-        }
-        Err(e) => Err(Failure(format!("cannot create a work directory: {e}"))),
+    let work = async {
+        let r = run_in_workdir(settings, api, &spec, &log, &stop, &shutdown).await;
+        done.cancel();
+        r
     };
+    let (outcome, ()) = tokio::join!(work, heartbeat(api.clone(), spec.clone(), stop.clone(), done.clone()));
     let outcome = match outcome {
         Ok(o) => o,
         Err(Failure(reason)) => {
@@ -57,10 +51,7 @@ pub async fn execute(settings: &RunnerSettings, api: &RunnerApi, spec: JobSpec, 
     if let Err(e) = shipper.finish().await {
         tracing::error!(run_id = %spec.run_id, error = %e, "could not deliver all log lines");
     }
-    let canceled = stop.is_cancelled();
-    stop.cancel();
-    let _ = hb.await;
-    if canceled {
+    if stop.is_cancelled() {
         tracing::info!(run_id = %spec.run_id, "run ended elsewhere (canceled or lease lost); not reporting");
         return;
     }
@@ -70,13 +61,35 @@ pub async fn execute(settings: &RunnerSettings, api: &RunnerApi, spec: JobSpec, 
     }
 }
 
-/// Renews the lease until told to stop; cancels `stop` when the api says the run ended
+async fn run_in_workdir(
+    settings: &RunnerSettings,
+    api: &RunnerApi,
+    spec: &JobSpec,
+    log: &LogSink,
+    stop: &CancellationToken,
+    shutdown: &CancellationToken,
+) -> Result<PhaseOutcome, Failure> {
+    let dir = tempfile::Builder::new()
+        .prefix("run-")
+        .tempdir_in(&settings.work_dir)
+        .map_err(|e| Failure(format!("cannot create a work directory: {e}")))?;
+    let r = tokio::select! {
+        r = phase(settings, api, spec, dir.path(), log, stop) => r,
+        _ = shutdown.cancelled() => Err(Failure("runner shut down during the run".into())),
+    };
+    if let Err(e) = dir.close() {
+        tracing::warn!(error = %e, "cannot remove work directory");
+    }
+    r
+}
+
+/// Renews the lease until `done`; cancels `stop` when the api says the run ended
 /// (canceled) or the lease is gone, so terraform is interrupted.
-async fn heartbeat(api: RunnerApi, spec: JobSpec, stop: CancellationToken) {
+async fn heartbeat(api: RunnerApi, spec: JobSpec, stop: CancellationToken, done: CancellationToken) {
     let every = Duration::from_secs(spec.heartbeat_interval_secs.max(1));
     loop {
         tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = done.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
         match api.heartbeat(&spec).await {

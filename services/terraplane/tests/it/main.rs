@@ -1,1 +1,9 @@
+//! End-to-end tests of Terraplane: real api, scheduler, runners and Terraform, on SQLite +
+//! the in-process queue and on PostgreSQL + RabbitMQ.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod harness;
+mod lifecycle;
+mod resilience;
+mod state_backend;

@@ -1,0 +1,299 @@
+//! Test harness: boots the real product (api + scheduler + runners) in-process on port 0
+//! against either SQLite + the in-process queue or a fresh PostgreSQL database + RabbitMQ
+//! with fresh queue names, and real Terraform. When `CI=true`, an unreachable PostgreSQL
+//! or RabbitMQ fails the test instead of skipping it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use sea_orm::{ConnectionTrait, Database};
+use terraplane::{ApiHandle, connect_store, start_api, start_runner, start_scheduler, system_clock};
+use terraplane_client::{Client, Run, RunState};
+use terraplane_config::{Config, Secret};
+use terraplane_queue::JobQueue;
+use terraplane_queue::memory::MemoryQueue;
+use terraplane_queue::rabbit::RabbitQueue;
+use terraplane_store::Store;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite + in-process queue (the embedded default).
+    Sqlite,
+    /// PostgreSQL + RabbitMQ (production).
+    Postgres,
+}
+
+pub const ADMIN_TOKEN: &str = "tpk_test_admin_token_0123456789";
+pub const POOL_TOKEN: &str = "test-pool-token";
+const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+pub struct Options {
+    pub runners: usize,
+    pub lease_secs: u64,
+    pub heartbeat_secs: u64,
+    pub max_state_bytes: usize,
+    pub terraform_bin: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { runners: 1, lease_secs: 30, heartbeat_secs: 2, max_state_bytes: 64 * 1024 * 1024, terraform_bin: None }
+    }
+}
+
+pub struct TestApp {
+    pub backend: Backend,
+    pub base: String,
+    pub client: Client,
+    pub store: Store,
+    pub cfg: Arc<Config>,
+    pub queue: Arc<dyn JobQueue>,
+    pub shutdown: CancellationToken,
+    pub runners: Vec<(CancellationToken, tokio::task::JoinHandle<()>)>,
+    #[allow(dead_code)]
+    pub api: ApiHandle,
+    pub tmp: tempfile::TempDir,
+    pg_db: Option<String>,
+    rabbit_prefix: Option<String>,
+}
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Real terraform: `TERRAFORM_BIN`, or the project's tools directory (installed by
+/// `scripts/install-terraform.sh`, which the test command runs first).
+pub fn terraform_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("TERRAFORM_BIN") {
+        return PathBuf::from(p);
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin/terraform");
+    assert!(p.is_file(), "terraform not found at {}: run scripts/install-terraform.sh", p.display());
+    std::fs::canonicalize(p).unwrap()
+}
+
+/// Skips (returns None) when the backend's services are unreachable, except under CI.
+pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = Config::default();
+    cfg.auth.jwt_secret = Some(Secret::new("test-jwt-secret"));
+    cfg.runner.pool_token = Some(Secret::new(POOL_TOKEN));
+    cfg.runner.work_dir = Some(tmp.path().join("work"));
+    cfg.runner.terraform_bin = Some(opts.terraform_bin.clone().unwrap_or_else(terraform_bin));
+    cfg.bootstrap.token = Some(Secret::new(ADMIN_TOKEN));
+    cfg.bootstrap.admin_password = Some(Secret::new("admin-password"));
+    cfg.scheduler.tick_ms = 100;
+    cfg.scheduler.lease_secs = opts.lease_secs;
+    cfg.scheduler.heartbeat_secs = opts.heartbeat_secs;
+    cfg.api.max_state_bytes = opts.max_state_bytes;
+    let mut pg_db = None;
+    let mut rabbit_prefix = None;
+    let memory = MemoryQueue::new();
+    let queue: Arc<dyn JobQueue> = match backend {
+        Backend::Sqlite => {
+            cfg.database.url = format!("sqlite://{}?mode=rwc", tmp.path().join("t.db").display());
+            Arc::new(memory.clone())
+        }
+        Backend::Postgres => {
+            let admin = match Database::connect(PG_ADMIN_URL).await {
+                Ok(c) => c,
+                Err(e) if !ci() => {
+                    eprintln!("skipped: PostgreSQL unreachable ({e})");
+                    return None;
+                }
+                Err(e) => panic!("PostgreSQL unreachable under CI=true: {e}"),
+            };
+            let name = format!("tp_test_{}", uuid::Uuid::new_v4().simple());
+            admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.unwrap();
+            cfg.database.url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+            pg_db = Some(name);
+            let prefix = format!("tp-test-{}", uuid::Uuid::new_v4().simple());
+            let q = match RabbitQueue::connect(AMQP_URL, &prefix).await {
+                Ok(q) => q,
+                Err(e) if !ci() => {
+                    eprintln!("skipped: RabbitMQ unreachable ({e})");
+                    return None;
+                }
+                Err(e) => panic!("RabbitMQ unreachable under CI=true: {e}"),
+            };
+            cfg.queue.url = AMQP_URL.into();
+            cfg.queue.prefix = prefix.clone();
+            rabbit_prefix = Some(prefix);
+            Arc::new(q)
+        }
+    };
+    let cfg = Arc::new(cfg);
+    let store = connect_store(&cfg).await.unwrap();
+    terraplane_api::bootstrap::seed(&store, &cfg, Utc::now()).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let api = start_api(cfg.clone(), store.clone(), queue.clone(), system_clock(), listener, shutdown.clone())
+        .await
+        .unwrap();
+    let base = format!("http://127.0.0.1:{}", api.port);
+    start_scheduler(&cfg, store.clone(), queue.clone(), system_clock(), shutdown.clone());
+    let client = Client::new(&base, Some(ADMIN_TOKEN.into())).unwrap();
+    let mut app = TestApp {
+        backend,
+        base,
+        client,
+        store,
+        cfg,
+        queue,
+        shutdown,
+        runners: Vec::new(),
+        api,
+        tmp,
+        pg_db,
+        rabbit_prefix,
+    };
+    for _ in 0..opts.runners {
+        app.add_runner();
+    }
+    Some(app)
+}
+
+impl TestApp {
+    /// Starts one more in-process runner; returns its index.
+    pub fn add_runner(&mut self) -> usize {
+        let n = self.runners.len();
+        let mut s = terraplane::runner_settings(&self.cfg, self.base.clone()).unwrap();
+        s.id = format!("test-runner-{n}");
+        let token = self.shutdown.child_token();
+        let handle = start_runner(s, self.queue.clone(), token.clone()).unwrap();
+        self.runners.push((token, handle));
+        n
+    }
+
+    /// Kills a runner the hard way: its task is dropped mid-flight, its terraform child
+    /// is killed with it (kill_on_drop), and it sends nothing more.
+    pub fn kill_runner(&mut self, i: usize) {
+        self.runners[i].1.abort();
+    }
+
+    pub fn org(&self) -> &str {
+        "default"
+    }
+
+    pub async fn stack(&self, slug: &str, repo: &str, autodeploy: bool) -> terraplane_client::Stack {
+        let input = terraplane_client::StackCreateInput {
+            slug: Some(slug.into()),
+            name: slug.into(),
+            repository: repo.into(),
+            autodeploy: Some(autodeploy),
+            ..Default::default()
+        };
+        self.client.stack_create(&input).await.unwrap()
+    }
+
+    /// Polls the run until `pred` holds (or panics after `secs`).
+    pub async fn wait_run(&self, id: &str, secs: u64, pred: impl Fn(&Run) -> bool) -> Run {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let run = self.client.run(id).await.unwrap().expect("run exists");
+            if pred(&run) {
+                return run;
+            }
+            if Instant::now() > deadline {
+                let logs = self.client.logs(id, None).await.unwrap_or_default();
+                let text: String = logs.into_iter().map(|c| c.data).collect();
+                panic!("run {id} stuck in {} (error {:?}); log:\n{text}", run.state, run.error);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn wait_state(&self, id: &str, state: RunState, secs: u64) -> Run {
+        let run = self.wait_run(id, secs, |r| r.state == state || r.terminal).await;
+        assert_eq!(run.state, state, "run {id} ended as {} (error {:?})", run.state, run.error);
+        run
+    }
+
+    pub async fn log_text(&self, id: &str) -> String {
+        self.client.logs(id, None).await.unwrap().into_iter().map(|c| c.data).collect()
+    }
+
+    pub fn http(&self) -> reqwest::Client {
+        reqwest::Client::new()
+    }
+
+    pub fn state_url(&self, org: &str, stack: &str) -> String {
+        format!("{}/api/v1/orgs/{org}/stacks/{stack}/state", self.base)
+    }
+
+    pub async fn teardown(self) {
+        self.shutdown.cancel();
+        for (_, h) in self.runners {
+            h.abort();
+        }
+        if let Some(prefix) = &self.rabbit_prefix {
+            if let Ok(q) = RabbitQueue::connect(AMQP_URL, prefix).await {
+                let _ = q.delete_topology(&["default", "other"]).await;
+            }
+        }
+        drop(self.store);
+        if let Some(db) = &self.pg_db
+            && let Ok(admin) = Database::connect(PG_ADMIN_URL).await
+        {
+            let _ = admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).await;
+        }
+    }
+}
+
+/// A git repository (branch `main`) holding `files`; returns its `file://` URL.
+pub fn git_repo(dir: &Path, files: &[(&str, &str)]) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, text) in files {
+        let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    for args in [
+        vec!["init", "--quiet", "--initial-branch=main"],
+        vec!["add", "-A"],
+        vec!["-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "init"],
+    ] {
+        let st = std::process::Command::new("git").args(&args).current_dir(dir).status().unwrap();
+        assert!(st.success(), "git {args:?}");
+    }
+    format!("file://{}", dir.display())
+}
+
+pub const TWO_RESOURCES: &str = r#"
+resource "terraform_data" "a" { input = "alpha" }
+resource "terraform_data" "b" { input = terraform_data.a.output }
+output "a" { value = terraform_data.a.output }
+output "secret" {
+  value     = "hunter2"
+  sensitive = true
+}
+"#;
+
+/// Runs a scenario on both backends: `name_sqlite` and `name_postgres`.
+#[macro_export]
+macro_rules! both_backends {
+    ($name:ident, $opts:expr, $body:path) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                if let Some(app) = $crate::harness::spawn($crate::harness::Backend::Sqlite, $opts).await {
+                    $body(app).await;
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                if let Some(app) = $crate::harness::spawn($crate::harness::Backend::Postgres, $opts).await {
+                    $body(app).await;
+                }
+            }
+        }
+    };
+}
