@@ -183,7 +183,6 @@ async fn transition(
             cols.push((runs::Column::FencingToken, Expr::value(token)));
             cols.push((runs::Column::HeldSince, Expr::value(now)));
         }
-        RunEvent::Confirm => cols.push((runs::Column::DispatchedAt, Expr::value(Option::<DateTime<Utc>>::None))),
         _ => {}
     }
     if !next.is_runner_held() {

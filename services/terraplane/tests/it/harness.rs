@@ -81,6 +81,9 @@ pub fn terraform_bin() -> PathBuf {
 
 /// Skips (returns None) when the backend's services are unreachable, except under CI.
 pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
+    if std::env::var_os("TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt().with_env_filter("info,sqlx=warn").with_test_writer().try_init();
+    }
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = Config::default();
     cfg.auth.jwt_secret = Some(Secret::new("test-jwt-secret"));
