@@ -192,10 +192,20 @@ impl MigrationTrait for Migration {
         let indexes = [
             index("stacks", "ux_stacks_org_slug", &["org_id", "slug"], true),
             index("api_keys", "ix_api_keys_org", &["org_id", "id"], false),
-            index("runs", "ix_runs_org_stack", &["org_id", "stack_id", "created_at"], false),
+            index(
+                "runs",
+                "ix_runs_org_stack",
+                &["org_id", "stack_id", "created_at"],
+                false,
+            ),
             index("runs", "ix_runs_state", &["state"], false),
             index("run_events", "ix_run_events_run", &["run_id", "created_at"], false),
-            index("state_versions", "ux_state_versions_stack_version", &["stack_id", "version"], true),
+            index(
+                "state_versions",
+                "ux_state_versions_stack_version",
+                &["stack_id", "version"],
+                true,
+            ),
             index("memberships", "ix_memberships_user", &["user_id"], false),
         ];
         for i in indexes {

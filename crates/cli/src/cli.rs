@@ -242,35 +242,17 @@ mod tests {
     #[test]
     fn global_flags_go_anywhere_and_default_to_table() -> TestResult {
         let c = parse(&["whoami"])?;
-        assert_eq!(
-            (c.endpoint, c.token, c.output),
-            (None, None, OutputFormat::Table)
-        );
+        assert_eq!((c.endpoint, c.token, c.output), (None, None, OutputFormat::Table));
         assert!(matches!(c.command, Command::Whoami));
 
-        let c = parse(&[
-            "--endpoint",
-            "http://a",
-            "stack",
-            "list",
-            "-o",
-            "json",
-            "--token",
-            "t",
-        ])?;
+        let c = parse(&["--endpoint", "http://a", "stack", "list", "-o", "json", "--token", "t"])?;
         assert_eq!(c.endpoint.as_deref(), Some("http://a"));
         assert_eq!(c.token.as_deref(), Some("t"));
         assert_eq!(c.output, OutputFormat::Json);
         assert!(matches!(c.command, Command::Stack(StackCommand::List)));
 
-        assert_eq!(
-            parse(&["--output", "table", "whoami"])?.output,
-            OutputFormat::Table
-        );
-        assert_eq!(
-            usage_error(&["-o", "yaml", "whoami"]),
-            Some(ErrorKind::InvalidValue)
-        );
+        assert_eq!(parse(&["--output", "table", "whoami"])?.output, OutputFormat::Table);
+        assert_eq!(usage_error(&["-o", "yaml", "whoami"]), Some(ErrorKind::InvalidValue));
         Ok(())
     }
 
@@ -304,10 +286,7 @@ mod tests {
 
         let c = parse(&["login", "--token", "key-1"])?;
         assert_eq!(c.token.as_deref(), Some("key-1"));
-        assert!(matches!(
-            c.command,
-            Command::Login(LoginArgs { email: None, .. })
-        ));
+        assert!(matches!(c.command, Command::Login(LoginArgs { email: None, .. })));
 
         assert_eq!(
             usage_error(&["login", "--password", "x", "--password-stdin"]),
@@ -484,10 +463,7 @@ mod tests {
         ));
         assert!(matches!(
             parse(&["state", "pull", "net", "--serial", "7"])?.command,
-            Command::State(StateCommand::Pull {
-                serial: Some(7),
-                ..
-            })
+            Command::State(StateCommand::Pull { serial: Some(7), .. })
         ));
         assert!(matches!(
             parse(&["state", "unlock", "net"])?.command,

@@ -27,20 +27,11 @@ pub struct ConfigFile {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("config file {} is not valid: {source}", path.display())]
-    Parse {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    Parse { path: PathBuf, source: serde_json::Error },
     #[error("cannot write config file {}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: std::io::Error },
     #[error("no place for the config file: set TPCTL_CONFIG or HOME")]
     NoPath,
 }
@@ -62,12 +53,7 @@ pub fn config_path(env: EnvLookup<'_>) -> Option<PathBuf> {
     if let Some(p) = non_empty(env(ENV_CONFIG)) {
         return Some(PathBuf::from(p));
     }
-    non_empty(env("HOME")).map(|h| {
-        Path::new(&h)
-            .join(".config")
-            .join("tpctl")
-            .join("config.json")
-    })
+    non_empty(env("HOME")).map(|h| Path::new(&h).join(".config").join("tpctl").join("config.json"))
 }
 
 /// Reads the config file; a missing file is an empty config.
@@ -113,10 +99,7 @@ pub fn save(path: &Path, cfg: &ConfigFile) -> Result<(), ConfigError> {
 #[cfg(unix)]
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 #[cfg(not(unix))]
@@ -193,10 +176,7 @@ mod tests {
     type TestResult = Result<(), Box<dyn std::error::Error>>;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         move |k: &str| m.get(k).cloned()
     }
 
@@ -232,11 +212,7 @@ mod tests {
         assert_eq!(s.endpoint.as_deref(), Some("http://env:2"));
         assert_eq!(s.token.as_deref(), Some("env-token"));
 
-        let s = resolve(
-            Some("http://flag:3".into()),
-            Some("flag-token".into()),
-            &with_env,
-        )?;
+        let s = resolve(Some("http://flag:3".into()), Some("flag-token".into()), &with_env)?;
         assert_eq!(s.endpoint.as_deref(), Some("http://flag:3"));
         assert_eq!(s.token.as_deref(), Some("flag-token"));
 
@@ -256,11 +232,7 @@ mod tests {
         let s = resolve(Some("http://elsewhere:9".into()), None, &env)?;
         assert_eq!(s.token, None);
         let s = resolve(Some("http://file:1".into()), None, &env)?;
-        assert_eq!(
-            s.token.as_deref(),
-            Some("file-token"),
-            "trailing slash doesn't matter"
-        );
+        assert_eq!(s.token.as_deref(), Some("file-token"), "trailing slash doesn't matter");
         Ok(())
     }
 
@@ -311,10 +283,7 @@ mod tests {
         let p = dir.path().join("c.json");
         fs::write(&p, "not json")?;
         let env = env_of(&[(ENV_CONFIG, &p.to_string_lossy())]);
-        assert!(matches!(
-            resolve(None, None, &env),
-            Err(ConfigError::Parse { .. })
-        ));
+        assert!(matches!(resolve(None, None, &env), Err(ConfigError::Parse { .. })));
         Ok(())
     }
 
@@ -335,10 +304,7 @@ mod tests {
         assert_eq!(fs::metadata(&p)?.permissions().mode() & 0o777, 0o600);
         assert_eq!(load(&p)?, cfg);
         let v: serde_json::Value = serde_json::from_slice(&fs::read(&p)?)?;
-        assert_eq!(
-            v,
-            serde_json::json!({"endpoint": "http://x", "token": "secret"})
-        );
+        assert_eq!(v, serde_json::json!({"endpoint": "http://x", "token": "secret"}));
         Ok(())
     }
 }

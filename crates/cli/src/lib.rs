@@ -14,9 +14,7 @@ use std::time::Duration;
 use clap::Parser;
 use terraplane_client::ClientError;
 
-pub use cli::{
-    Cli, Command, LoginArgs, OutputFormat, RunCommand, StackCommand, StackCreateArgs, StateCommand,
-};
+pub use cli::{Cli, Command, LoginArgs, OutputFormat, RunCommand, StackCommand, StackCreateArgs, StateCommand};
 pub use config::EnvLookup;
 
 /// How often `--wait` and `--follow` ask the server.
@@ -39,10 +37,7 @@ pub async fn run(cli: Cli, ctx: &mut Context<'_>) -> anyhow::Result<()> {
 /// failure.
 pub fn main_entry() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -65,12 +65,7 @@ impl Table {
 
 /// `Key:` labels aligned, then the values.
 pub fn details(pairs: &[(&str, String)]) -> String {
-    let w = pairs
-        .iter()
-        .map(|(k, _)| k.chars().count())
-        .max()
-        .unwrap_or(0)
-        + 1;
+    let w = pairs.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0) + 1;
     let mut out = String::new();
     for (k, v) in pairs {
         let label = format!("{k}:");
@@ -183,24 +178,14 @@ pub fn stack(s: &Stack) -> String {
 }
 
 pub fn runs_table(runs: &[Run]) -> String {
-    let mut t = Table::new([
-        "ID",
-        "TYPE",
-        "STATE",
-        "COMMIT",
-        "PLAN",
-        "TRIGGERED BY",
-        "CREATED",
-    ]);
+    let mut t = Table::new(["ID", "TYPE", "STATE", "COMMIT", "PLAN", "TRIGGERED BY", "CREATED"]);
     for r in runs {
         t.row([
             r.id.clone(),
             r.run_type.to_string(),
             r.state.to_string(),
             short_sha(r.commit_sha.as_deref()),
-            r.plan_summary
-                .map(|p| p.to_string())
-                .unwrap_or_else(|| "-".into()),
+            r.plan_summary.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
             r.triggered_by.clone(),
             time(&r.created_at),
         ]);
@@ -225,9 +210,7 @@ pub fn run(r: &Run) -> String {
         ("Triggered by", r.triggered_by.clone()),
         (
             "Plan",
-            r.plan_summary
-                .map(|p| p.to_string())
-                .unwrap_or_else(|| "-".into()),
+            r.plan_summary.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
         ),
     ];
     if let Some(e) = &r.error {
@@ -263,20 +246,10 @@ pub fn transition(at: &DateTime<Utc>, state: &str, note: Option<&str>) -> String
 }
 
 pub fn versions_table(versions: &[StateVersion]) -> String {
-    let mut t = Table::new([
-        "SERIAL",
-        "VERSION",
-        "LINEAGE",
-        "SIZE",
-        "RUN",
-        "CREATED BY",
-        "CREATED",
-    ]);
+    let mut t = Table::new(["SERIAL", "VERSION", "LINEAGE", "SIZE", "RUN", "CREATED BY", "CREATED"]);
     for v in versions {
         t.row([
-            v.serial
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "-".into()),
+            v.serial.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
             v.version.to_string(),
             or_dash(v.lineage.as_deref()),
             v.size.to_string(),
@@ -400,10 +373,7 @@ ID    NAME        REPOSITORY                          BRANCH   AUTODEPLOY   LOCK
 net   Stack net   https://git.example.com/infra.git   main     yes          bob         prod,net
 app   Stack app   https://git.example.com/infra.git   main     no           -           -
 ";
-        assert_eq!(
-            stacks_table(&[a_stack("net", true), a_stack("app", false)]),
-            expected
-        );
+        assert_eq!(stacks_table(&[a_stack("net", true), a_stack("app", false)]), expected);
     }
 
     #[test]
@@ -423,11 +393,11 @@ app   Stack app   https://git.example.com/infra.git   main     no           -   
             },
         ];
         let out = run(&r);
-        assert!(out.starts_with("ID:           r-1\nStack:        net\nType:         TRACKED\nState:        FAILED\n"), "{out}");
         assert!(
-            out.contains("Error:        terraform plan exited 1\n"),
+            out.starts_with("ID:           r-1\nStack:        net\nType:         TRACKED\nState:        FAILED\n"),
             "{out}"
         );
+        assert!(out.contains("Error:        terraform plan exited 1\n"), "{out}");
         assert!(out.ends_with(
             "\nAT                    STATE    NOTE\n2026-03-01 12:00:01   QUEUED   -\n2026-03-01 12:00:09   FAILED   plan failed\n"
         ), "{out}");

@@ -134,12 +134,10 @@ impl Client {
     }
 
     fn url(&self, path: &str) -> Result<Url> {
-        self.endpoint
-            .join(path)
-            .map_err(|e| ClientError::InvalidEndpoint {
-                endpoint: self.endpoint.to_string(),
-                reason: e.to_string(),
-            })
+        self.endpoint.join(path).map_err(|e| ClientError::InvalidEndpoint {
+            endpoint: self.endpoint.to_string(),
+            reason: e.to_string(),
+        })
     }
 
     fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -166,9 +164,7 @@ impl Client {
         let parsed: Option<GraphqlResponse> = serde_json::from_slice(&body).ok();
         match parsed {
             Some(r) if !r.errors.is_empty() => Err(graphql_errors(r.errors)),
-            Some(GraphqlResponse {
-                data: Some(data), ..
-            }) if status.is_success() => {
+            Some(GraphqlResponse { data: Some(data), .. }) if status.is_success() => {
                 serde_json::from_value(data).map_err(|e| ClientError::Decode(e.to_string()))
             }
             _ if !status.is_success() => Err(http_error(status, &body)),
@@ -180,12 +176,7 @@ impl Client {
     }
 
     /// Runs `query` and decodes the top-level field `name` of its data.
-    async fn field<T: DeserializeOwned>(
-        &self,
-        query: &str,
-        variables: Value,
-        name: &str,
-    ) -> Result<T> {
+    async fn field<T: DeserializeOwned>(&self, query: &str, variables: Value, name: &str) -> Result<T> {
         let mut data: serde_json::Map<String, Value> = self.graphql(query, variables).await?;
         let v = data.remove(name).unwrap_or(Value::Null);
         serde_json::from_value(v).map_err(|e| ClientError::Decode(format!("{name}: {e}")))
@@ -194,12 +185,7 @@ impl Client {
     /// Exchanges email and password for a session token in `organization` (default: the
     /// user's first organization). The client itself keeps its credential; see
     /// [`Client::with_token`].
-    pub async fn login(
-        &self,
-        email: &str,
-        password: &str,
-        organization: Option<&str>,
-    ) -> Result<LoginResult> {
+    pub async fn login(&self, email: &str, password: &str, organization: Option<&str>) -> Result<LoginResult> {
         const Q: &str = concat!(
             "mutation($email: String!, $password: String!, $organization: String) { ",
             "login(email: $email, password: $password, organization: $organization) { ",
@@ -216,11 +202,7 @@ impl Client {
     }
 
     pub async fn me(&self) -> Result<Viewer> {
-        const Q: &str = concat!(
-            "query { me { id name role organization { ",
-            org_fields!(),
-            " } } }"
-        );
+        const Q: &str = concat!("query { me { id name role organization { ", org_fields!(), " } } }");
         self.field(Q, json!({}), "me").await
     }
 
@@ -247,8 +229,7 @@ impl Client {
             stack_fields!(),
             " } }"
         );
-        self.field(Q, json!({ "input": input }), "stackCreate")
-            .await
+        self.field(Q, json!({ "input": input }), "stackCreate").await
     }
 
     pub async fn stack_update(&self, id: &str, input: &StackUpdateInput) -> Result<Stack> {
@@ -257,17 +238,12 @@ impl Client {
             stack_fields!(),
             " } }"
         );
-        self.field(Q, json!({ "id": id, "input": input }), "stackUpdate")
-            .await
+        self.field(Q, json!({ "id": id, "input": input }), "stackUpdate").await
     }
 
     /// Deletes the stack and returns it as it was.
     pub async fn stack_delete(&self, id: &str) -> Result<Stack> {
-        const Q: &str = concat!(
-            "mutation($id: ID!) { stackDelete(id: $id) { ",
-            stack_fields!(),
-            " } }"
-        );
+        const Q: &str = concat!("mutation($id: ID!) { stackDelete(id: $id) { ", stack_fields!(), " } }");
         self.field(Q, json!({ "id": id }), "stackDelete").await
     }
 
@@ -277,8 +253,7 @@ impl Client {
             stack_fields!(),
             " } }"
         );
-        self.field(Q, json!({ "id": id, "note": note }), "stackLock")
-            .await
+        self.field(Q, json!({ "id": id, "note": note }), "stackLock").await
     }
 
     /// Releases the stack lock; `force` releases someone else's (admin).
@@ -288,35 +263,22 @@ impl Client {
             stack_fields!(),
             " } }"
         );
-        self.field(Q, json!({ "id": id, "force": force }), "stackUnlock")
-            .await
+        self.field(Q, json!({ "id": id, "force": force }), "stackUnlock").await
     }
 
     /// Triggers a tracked run, or a proposed (plan-only) one, on the branch's head.
     pub async fn run_trigger(&self, stack_id: &str, proposed: bool) -> Result<Run> {
-        let t = if proposed {
-            RunType::Proposed
-        } else {
-            RunType::Tracked
-        };
+        let t = if proposed { RunType::Proposed } else { RunType::Tracked };
         self.run_trigger_with(stack_id, &t, None).await
     }
 
     /// Triggers a run of any type, optionally at a given commit.
-    pub async fn run_trigger_with(
-        &self,
-        stack_id: &str,
-        run_type: &RunType,
-        commit_sha: Option<&str>,
-    ) -> Result<Run> {
+    pub async fn run_trigger_with(&self, stack_id: &str, run_type: &RunType, commit_sha: Option<&str>) -> Result<Run> {
         // The enum is inlined as a literal so the query doesn't depend on the schema's name
         // for the enum type; only plain enum names are allowed through.
         let t = run_type.as_str();
         if t.is_empty() || !t.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') {
-            return Err(ClientError::api(
-                "bad_request",
-                format!("invalid run type {t:?}"),
-            ));
+            return Err(ClientError::api("bad_request", format!("invalid run type {t:?}")));
         }
         let q = format!(
             "mutation($stackId: ID!, $commitSha: String) {{ runTrigger(stackId: $stackId, type: {t}, commitSha: $commitSha) {{ {} }} }}",
@@ -374,29 +336,17 @@ impl Client {
     }
 
     pub async fn run_confirm(&self, id: &str) -> Result<Run> {
-        const Q: &str = concat!(
-            "mutation($id: ID!) { runConfirm(id: $id) { ",
-            run_fields!(),
-            " } }"
-        );
+        const Q: &str = concat!("mutation($id: ID!) { runConfirm(id: $id) { ", run_fields!(), " } }");
         self.field(Q, json!({ "id": id }), "runConfirm").await
     }
 
     pub async fn run_discard(&self, id: &str) -> Result<Run> {
-        const Q: &str = concat!(
-            "mutation($id: ID!) { runDiscard(id: $id) { ",
-            run_fields!(),
-            " } }"
-        );
+        const Q: &str = concat!("mutation($id: ID!) { runDiscard(id: $id) { ", run_fields!(), " } }");
         self.field(Q, json!({ "id": id }), "runDiscard").await
     }
 
     pub async fn run_cancel(&self, id: &str) -> Result<Run> {
-        const Q: &str = concat!(
-            "mutation($id: ID!) { runCancel(id: $id) { ",
-            run_fields!(),
-            " } }"
-        );
+        const Q: &str = concat!("mutation($id: ID!) { runCancel(id: $id) { ", run_fields!(), " } }");
         self.field(Q, json!({ "id": id }), "runCancel").await
     }
 
@@ -406,8 +356,7 @@ impl Client {
             state_version_fields!(),
             " } }"
         );
-        self.field(Q, json!({ "stackId": stack_id }), "stateVersions")
-            .await
+        self.field(Q, json!({ "stackId": stack_id }), "stateVersions").await
     }
 
     /// Releases the stack's Terraform state lock whoever holds it (admin), returning the lock
@@ -418,18 +367,12 @@ impl Client {
             state_lock_fields!(),
             " } }"
         );
-        self.field(Q, json!({ "stackId": stack_id }), "stateForceUnlock")
-            .await
+        self.field(Q, json!({ "stackId": stack_id }), "stateForceUnlock").await
     }
 
     /// The raw Terraform state of a stack (the current version, or the one with `serial`);
     /// `None` when the stack has no state yet.
-    pub async fn state_pull(
-        &self,
-        org: &str,
-        stack: &str,
-        serial: Option<i64>,
-    ) -> Result<Option<Vec<u8>>> {
+    pub async fn state_pull(&self, org: &str, stack: &str, serial: Option<i64>) -> Result<Option<Vec<u8>>> {
         let mut url = self.url("api/v1")?;
         url.path_segments_mut()
             .map_err(|()| ClientError::InvalidEndpoint {
@@ -455,19 +398,9 @@ impl Client {
 fn graphql_errors(errors: Vec<GraphqlError>) -> ClientError {
     let code = errors
         .iter()
-        .find_map(|e| {
-            e.extensions
-                .as_ref()?
-                .get("code")?
-                .as_str()
-                .map(str::to_owned)
-        })
+        .find_map(|e| e.extensions.as_ref()?.get("code")?.as_str().map(str::to_owned))
         .unwrap_or_else(|| "graphql".to_owned());
-    let message = errors
-        .into_iter()
-        .map(|e| e.message)
-        .collect::<Vec<_>>()
-        .join("; ");
+    let message = errors.into_iter().map(|e| e.message).collect::<Vec<_>>().join("; ");
     ClientError::Api { code, message }
 }
 
@@ -492,22 +425,12 @@ fn http_error(status: StatusCode, body: &[u8]) -> ClientError {
                 text
             },
         ),
-        StatusCode::FORBIDDEN => ClientError::api(
-            "forbidden",
-            if text.is_empty() {
-                "forbidden".to_owned()
-            } else {
-                text
-            },
-        ),
-        StatusCode::NOT_FOUND => ClientError::api(
-            "not_found",
-            if text.is_empty() {
-                "not found".to_owned()
-            } else {
-                text
-            },
-        ),
+        StatusCode::FORBIDDEN => {
+            ClientError::api("forbidden", if text.is_empty() { "forbidden".to_owned() } else { text })
+        }
+        StatusCode::NOT_FOUND => {
+            ClientError::api("not_found", if text.is_empty() { "not found".to_owned() } else { text })
+        }
         s => ClientError::Http {
             status: s.as_u16(),
             body: text,
@@ -580,10 +503,7 @@ mod tests {
         assert_eq!(r.run_type, RunType::Proposed);
         assert_eq!(r.state, RunState::Other("PENDING_REVIEW".into()));
         assert_eq!(r.events[0].state, RunState::Queued);
-        assert_eq!(
-            r.plan_summary.map(|p| p.to_string()),
-            Some("+1 ~0 -2".into())
-        );
+        assert_eq!(r.plan_summary.map(|p| p.to_string()), Some("+1 ~0 -2".into()));
         let back = serde_json::to_value(&r)?;
         assert_eq!(back["type"], "PROPOSED");
         assert_eq!(back["state"], "PENDING_REVIEW");

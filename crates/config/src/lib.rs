@@ -134,13 +134,20 @@ impl Default for Config {
 
 impl Default for DatabaseConfig {
     fn default() -> Self {
-        Self { url: "sqlite://.terraplane/terraplane.db?mode=rwc".into(), auto_migrate: true, max_connections: 10 }
+        Self {
+            url: "sqlite://.terraplane/terraplane.db?mode=rwc".into(),
+            auto_migrate: true,
+            max_connections: 10,
+        }
     }
 }
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        Self { url: "memory".into(), prefix: "terraplane".into() }
+        Self {
+            url: "memory".into(),
+            prefix: "terraplane".into(),
+        }
     }
 }
 
@@ -157,25 +164,46 @@ impl Default for ApiConfig {
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        Self { jwt_secret: None, session_ttl_secs: 3600, run_token_ttl_secs: 6 * 3600 }
+        Self {
+            jwt_secret: None,
+            session_ttl_secs: 3600,
+            run_token_ttl_secs: 6 * 3600,
+        }
     }
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        Self { tick_ms: 500, lease_secs: 30, heartbeat_secs: 5, republish_after_secs: 60, run_timeout_secs: 3600 }
+        Self {
+            tick_ms: 500,
+            lease_secs: 30,
+            heartbeat_secs: 5,
+            republish_after_secs: 60,
+            run_timeout_secs: 3600,
+        }
     }
 }
 
 impl Default for RunnerConfig {
     fn default() -> Self {
-        Self { pool: "default".into(), pool_token: None, api_url: None, work_dir: None, terraform_bin: None, id: None }
+        Self {
+            pool: "default".into(),
+            pool_token: None,
+            api_url: None,
+            work_dir: None,
+            terraform_bin: None,
+            id: None,
+        }
     }
 }
 
 impl Default for BootstrapConfig {
     fn default() -> Self {
-        Self { admin_email: "admin@terraplane.local".into(), admin_password: None, token: None }
+        Self {
+            admin_email: "admin@terraplane.local".into(),
+            admin_password: None,
+            token: None,
+        }
     }
 }
 
@@ -201,9 +229,14 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let mut tree = toml::Table::new();
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-            tree = toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.to_owned(), source })?;
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+            tree = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                path: path.to_owned(),
+                source,
+            })?;
         }
         for (key, value) in env {
             let path: Option<(String, String)> = match key.as_str() {
@@ -218,7 +251,9 @@ impl Config {
                     Some((section.to_ascii_lowercase(), field.to_ascii_lowercase()))
                 }),
             };
-            let Some((section, field)) = path else { continue };
+            let Some((section, field)) = path else {
+                continue;
+            };
             let table = tree
                 .entry(section.clone())
                 .or_insert_with(|| toml::Value::Table(Default::default()));
@@ -237,20 +272,29 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         let db = &self.database.url;
         if !(db.starts_with("sqlite:") || db.starts_with("postgres://") || db.starts_with("postgresql://")) {
-            return Err(ConfigError::Invalid(format!("database.url must be sqlite:… or postgres://…, got {db:?}")));
+            return Err(ConfigError::Invalid(format!(
+                "database.url must be sqlite:… or postgres://…, got {db:?}"
+            )));
         }
         let q = &self.queue.url;
         if !(q == "memory" || q.starts_with("amqp://") || q.starts_with("amqps://")) {
-            return Err(ConfigError::Invalid(format!("queue.url must be memory or amqp://…, got {q:?}")));
+            return Err(ConfigError::Invalid(format!(
+                "queue.url must be memory or amqp://…, got {q:?}"
+            )));
         }
         if self.scheduler.heartbeat_secs == 0 || self.scheduler.heartbeat_secs * 2 > self.scheduler.lease_secs {
-            return Err(ConfigError::Invalid("scheduler.lease_secs must be at least twice heartbeat_secs".into()));
+            return Err(ConfigError::Invalid(
+                "scheduler.lease_secs must be at least twice heartbeat_secs".into(),
+            ));
         }
         Ok(())
     }
 
     pub fn public_url(&self) -> String {
-        self.api.public_url.clone().unwrap_or_else(|| format!("http://{}", self.api.listen))
+        self.api
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.api.listen))
     }
 
     /// The effective configuration as TOML, secrets redacted.

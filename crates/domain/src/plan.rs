@@ -172,7 +172,14 @@ mod tests {
             {"change": {"actions": ["update"]}},
             {"change": {"actions": ["no-op"]}},
         ]});
-        assert_eq!(PlanSummary::from_plan_json(&plan), PlanSummary { add: 2, change: 1, destroy: 1 });
+        assert_eq!(
+            PlanSummary::from_plan_json(&plan),
+            PlanSummary {
+                add: 2,
+                change: 1,
+                destroy: 1
+            }
+        );
     }
 
     #[test]
@@ -206,7 +213,14 @@ mod tests {
         let text = plan.to_string();
         assert!(!text.contains("hunter2"), "{text}");
         assert!(!text.contains("defaultsecret"), "{text}");
-        assert_eq!(PlanSummary::from_plan_json(&plan), PlanSummary { add: 1, change: 0, destroy: 0 });
+        assert_eq!(
+            PlanSummary::from_plan_json(&plan),
+            PlanSummary {
+                add: 1,
+                change: 0,
+                destroy: 0
+            }
+        );
         Ok(())
     }
 }

@@ -43,7 +43,11 @@ pub enum RunEvent {
     Initializing,
     Planning,
     /// The plan phase ended successfully.
-    PlanFinished { has_changes: bool, run_type: RunType, autodeploy: bool },
+    PlanFinished {
+        has_changes: bool,
+        run_type: RunType,
+        autodeploy: bool,
+    },
     Confirm,
     Discard,
     /// A runner claimed the run for its apply phase.
@@ -93,7 +97,10 @@ impl RunState {
     ];
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunState::Finished | RunState::Failed | RunState::Discarded | RunState::Canceled)
+        matches!(
+            self,
+            RunState::Finished | RunState::Failed | RunState::Discarded | RunState::Canceled
+        )
     }
 
     /// States in which a runner holds the run and must keep heartbeating.
@@ -111,13 +118,18 @@ impl RunState {
             (Queued, RunEvent::ClaimPlan) => Some(Preparing),
             (Preparing, RunEvent::Initializing) => Some(Initializing),
             (Initializing, RunEvent::Planning) => Some(Planning),
-            (Planning, RunEvent::PlanFinished { has_changes, run_type, autodeploy }) => {
-                Some(match (has_changes, run_type) {
-                    (false, _) | (_, RunType::Proposed) => Finished,
-                    (true, RunType::Tracked) if *autodeploy => Confirmed,
-                    (true, RunType::Tracked) => Unconfirmed,
-                })
-            }
+            (
+                Planning,
+                RunEvent::PlanFinished {
+                    has_changes,
+                    run_type,
+                    autodeploy,
+                },
+            ) => Some(match (has_changes, run_type) {
+                (false, _) | (_, RunType::Proposed) => Finished,
+                (true, RunType::Tracked) if *autodeploy => Confirmed,
+                (true, RunType::Tracked) => Unconfirmed,
+            }),
             (Unconfirmed, RunEvent::Confirm) => Some(Confirmed),
             (Unconfirmed, RunEvent::Discard) => Some(Discarded),
             (Confirmed, RunEvent::ClaimApply) => Some(Applying),
@@ -130,7 +142,10 @@ impl RunState {
             }
             _ => None,
         };
-        next.ok_or(TransitionError { state: self, event: event.name() })
+        next.ok_or(TransitionError {
+            state: self,
+            event: event.name(),
+        })
     }
 
     pub fn as_str(self) -> &'static str {
@@ -206,7 +221,11 @@ mod tests {
     use super::*;
 
     fn plan_done(has_changes: bool, run_type: RunType, autodeploy: bool) -> RunEvent {
-        RunEvent::PlanFinished { has_changes, run_type, autodeploy }
+        RunEvent::PlanFinished {
+            has_changes,
+            run_type,
+            autodeploy,
+        }
     }
 
     #[test]
@@ -223,9 +242,18 @@ mod tests {
     #[test]
     fn plan_outcomes() {
         let p = RunState::Planning;
-        assert_eq!(p.apply(&plan_done(false, RunType::Tracked, false)), Ok(RunState::Finished));
-        assert_eq!(p.apply(&plan_done(true, RunType::Proposed, true)), Ok(RunState::Finished));
-        assert_eq!(p.apply(&plan_done(true, RunType::Tracked, true)), Ok(RunState::Confirmed));
+        assert_eq!(
+            p.apply(&plan_done(false, RunType::Tracked, false)),
+            Ok(RunState::Finished)
+        );
+        assert_eq!(
+            p.apply(&plan_done(true, RunType::Proposed, true)),
+            Ok(RunState::Finished)
+        );
+        assert_eq!(
+            p.apply(&plan_done(true, RunType::Tracked, true)),
+            Ok(RunState::Confirmed)
+        );
     }
 
     #[test]

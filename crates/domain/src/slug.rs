@@ -17,9 +17,14 @@ impl Slug {
     pub fn parse(s: &str) -> Result<Self, SlugError> {
         let ok = !s.is_empty()
             && s.len() <= 63
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !s.starts_with('-');
-        if ok { Ok(Self(s.to_owned())) } else { Err(SlugError(s.to_owned())) }
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(SlugError(s.to_owned()))
+        }
     }
 
     /// Derives a slug from a free-form name ("My Stack!" -> "my-stack").
@@ -68,7 +73,10 @@ mod tests {
 
     #[test]
     fn derives_from_names() {
-        assert_eq!(Slug::from_name("My Demo Stack!").map(|s| s.0), Ok("my-demo-stack".into()));
+        assert_eq!(
+            Slug::from_name("My Demo Stack!").map(|s| s.0),
+            Ok("my-demo-stack".into())
+        );
         assert!(Slug::from_name("!!!").is_err());
     }
 }

@@ -21,7 +21,11 @@ impl JobMessage {
     pub const VERSION: u32 = 1;
 
     pub fn new(run_id: RunId, phase: RunPhase) -> Self {
-        Self { v: Self::VERSION, run_id, phase }
+        Self {
+            v: Self::VERSION,
+            run_id,
+            phase,
+        }
     }
 }
 
@@ -127,7 +131,10 @@ mod tests {
     fn job_message_round_trips_with_version() -> Result<(), serde_json::Error> {
         let m = JobMessage::new(RunId::new(), RunPhase::Apply);
         let text = serde_json::to_string(&m)?;
-        assert!(text.contains(r#""v":1"#) && text.contains(r#""phase":"apply""#), "{text}");
+        assert!(
+            text.contains(r#""v":1"#) && text.contains(r#""phase":"apply""#),
+            "{text}"
+        );
         assert_eq!(serde_json::from_str::<JobMessage>(&text)?, m);
         Ok(())
     }

@@ -60,7 +60,11 @@ impl Delivery {
         let message = serde_json::from_slice::<JobMessage>(body)
             .map_err(|e| e.to_string())
             .and_then(|m| {
-                if m.v == JobMessage::VERSION { Ok(m) } else { Err(format!("unsupported message version {}", m.v)) }
+                if m.v == JobMessage::VERSION {
+                    Ok(m)
+                } else {
+                    Err(format!("unsupported message version {}", m.v))
+                }
             });
         Self { message, acker }
     }

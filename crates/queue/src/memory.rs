@@ -6,12 +6,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use tokio::sync::mpsc;
 use terraplane_protocol::JobMessage;
+use tokio::sync::mpsc;
 
 use crate::{Acker, Delivery, JobConsumer, JobQueue, QueueError};
 
-type Channel = (mpsc::UnboundedSender<Vec<u8>>, Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>>);
+type Channel = (
+    mpsc::UnboundedSender<Vec<u8>>,
+    Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>>,
+);
 
 #[derive(Clone, Default)]
 pub struct MemoryQueue {
@@ -52,7 +55,10 @@ impl JobQueue for MemoryQueue {
     }
 
     async fn consume(&self, pool: &str, _tag: &str) -> Result<Box<dyn JobConsumer>, QueueError> {
-        Ok(Box::new(MemoryConsumer { rx: self.channel(pool)?.1, dead: self.dead.clone() }))
+        Ok(Box::new(MemoryConsumer {
+            rx: self.channel(pool)?.1,
+            dead: self.dead.clone(),
+        }))
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -69,7 +75,10 @@ struct MemoryConsumer {
 impl JobConsumer for MemoryConsumer {
     async fn next(&mut self) -> Option<Result<Delivery, QueueError>> {
         let body = self.rx.lock().await.recv().await?;
-        let acker = MemoryAcker { body: body.clone(), dead: self.dead.clone() };
+        let acker = MemoryAcker {
+            body: body.clone(),
+            dead: self.dead.clone(),
+        };
         Some(Ok(Delivery::new(&body, Box::new(acker))))
     }
 }
@@ -85,7 +94,10 @@ impl Acker for MemoryAcker {
         Ok(())
     }
     async fn reject(&self) -> Result<(), QueueError> {
-        self.dead.lock().map_err(|_| QueueError::Closed)?.push(self.body.clone());
+        self.dead
+            .lock()
+            .map_err(|_| QueueError::Closed)?
+            .push(self.body.clone());
         Ok(())
     }
 }

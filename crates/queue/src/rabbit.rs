@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use futures::StreamExt;
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
+    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
@@ -31,13 +31,28 @@ impl RabbitQueue {
         let conn = Connection::connect(url, ConnectionProperties::default()).await?;
         let publisher = conn.create_channel().await?;
         publisher.confirm_select(ConfirmSelectOptions::default()).await?;
-        let q = Self { conn, publisher, prefix: prefix.to_owned(), declared: Mutex::new(HashSet::new()) };
+        let q = Self {
+            conn,
+            publisher,
+            prefix: prefix.to_owned(),
+            declared: Mutex::new(HashSet::new()),
+        };
         let dlx = q.dlx_name();
-        let durable = ExchangeDeclareOptions { durable: true, ..Default::default() };
-        q.publisher.exchange_declare(&dlx, ExchangeKind::Fanout, durable, FieldTable::default()).await?;
-        let qopts = QueueDeclareOptions { durable: true, ..Default::default() };
+        let durable = ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        q.publisher
+            .exchange_declare(&dlx, ExchangeKind::Fanout, durable, FieldTable::default())
+            .await?;
+        let qopts = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
         q.publisher.queue_declare(&dlx, qopts, FieldTable::default()).await?;
-        q.publisher.queue_bind(&dlx, &dlx, "", QueueBindOptions::default(), FieldTable::default()).await?;
+        q.publisher
+            .queue_bind(&dlx, &dlx, "", QueueBindOptions::default(), FieldTable::default())
+            .await?;
         Ok(q)
     }
 
@@ -55,8 +70,14 @@ impl RabbitQueue {
             return Ok(name);
         }
         let mut args = FieldTable::default();
-        args.insert("x-dead-letter-exchange".into(), AMQPValue::LongString(self.dlx_name().into()));
-        let opts = QueueDeclareOptions { durable: true, ..Default::default() };
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString(self.dlx_name().into()),
+        );
+        let opts = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
         channel.queue_declare(&name, opts, args).await?;
         if let Ok(mut d) = self.declared.lock() {
             d.insert(name.clone());
@@ -68,29 +89,57 @@ impl RabbitQueue {
     /// for poison messages; benchmarks for the raw round trip).
     pub async fn publish_raw(&self, pool: &str, body: &[u8]) -> Result<(), QueueError> {
         let name = self.declare_pool(&self.publisher, pool).await?;
-        let props = BasicProperties::default().with_delivery_mode(2).with_content_type("application/json".into());
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_content_type("application/json".into());
         let confirm = self
             .publisher
-            .basic_publish("", &name, BasicPublishOptions { mandatory: true, ..Default::default() }, body, props)
+            .basic_publish(
+                "",
+                &name,
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
+                body,
+                props,
+            )
             .await?
             .await?;
-        if confirm.is_ack() { Ok(()) } else { Err(QueueError::NotConfirmed) }
+        if confirm.is_ack() {
+            Ok(())
+        } else {
+            Err(QueueError::NotConfirmed)
+        }
     }
 
     /// Deletes this prefix's queues and exchange (tests clean up after themselves).
     pub async fn delete_topology(&self, pools: &[&str]) -> Result<(), QueueError> {
         for p in pools {
-            self.publisher.queue_delete(&self.queue_name(p), Default::default()).await?;
+            self.publisher
+                .queue_delete(&self.queue_name(p), Default::default())
+                .await?;
         }
-        self.publisher.queue_delete(&self.dlx_name(), Default::default()).await?;
-        self.publisher.exchange_delete(&self.dlx_name(), Default::default()).await?;
+        self.publisher
+            .queue_delete(&self.dlx_name(), Default::default())
+            .await?;
+        self.publisher
+            .exchange_delete(&self.dlx_name(), Default::default())
+            .await?;
         Ok(())
     }
 
     /// Number of messages waiting in the dead-letter queue.
     pub async fn dead_letter_count(&self) -> Result<u32, QueueError> {
-        let opts = QueueDeclareOptions { durable: true, passive: true, ..Default::default() };
-        let q = self.publisher.queue_declare(&self.dlx_name(), opts, FieldTable::default()).await?;
+        let opts = QueueDeclareOptions {
+            durable: true,
+            passive: true,
+            ..Default::default()
+        };
+        let q = self
+            .publisher
+            .queue_declare(&self.dlx_name(), opts, FieldTable::default())
+            .await?;
         Ok(q.message_count())
     }
 }
@@ -107,8 +156,13 @@ impl JobQueue for RabbitQueue {
         let name = self.declare_pool(&channel, pool).await?;
         // One unacknowledged job per runner: a runner works on one run at a time.
         channel.basic_qos(1, BasicQosOptions::default()).await?;
-        let consumer = channel.basic_consume(&name, tag, BasicConsumeOptions::default(), FieldTable::default()).await?;
-        Ok(Box::new(RabbitConsumer { _channel: channel, consumer }))
+        let consumer = channel
+            .basic_consume(&name, tag, BasicConsumeOptions::default(), FieldTable::default())
+            .await?;
+        Ok(Box::new(RabbitConsumer {
+            _channel: channel,
+            consumer,
+        }))
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -147,7 +201,12 @@ impl Acker for RabbitAcker {
         Ok(())
     }
     async fn reject(&self) -> Result<(), QueueError> {
-        self.0.nack(BasicNackOptions { requeue: false, ..Default::default() }).await?;
+        self.0
+            .nack(BasicNackOptions {
+                requeue: false,
+                ..Default::default()
+            })
+            .await?;
         Ok(())
     }
 }

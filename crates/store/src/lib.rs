@@ -15,15 +15,15 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, EntityTrait,
     QueryFilter, Set,
 };
-use terraplane_migration::MigratorTrait;
 use terraplane_domain::{ApiKeyId, OrgId, UserId};
+use terraplane_migration::MigratorTrait;
 
 use entities::*;
 pub use error::{Result, StoreError};
 pub use records::*;
+pub use runs::ExpiredRun;
 pub use runs::{NewRun, RunUpdate};
 pub use state::{LockOutcome, NewLock, NewStateVersion, WriteOutcome};
-pub use runs::ExpiredRun;
 pub use tenant::{NewStack, StackPatch, TenantScope};
 
 #[derive(Clone)]
@@ -157,7 +157,13 @@ impl Store {
             .await?;
         let mut out = Vec::new();
         for m in ms {
-            let org = self.get_org(m.org_id.parse().map_err(|_| StoreError::Invalid("corrupt org id".into()))?).await?;
+            let org = self
+                .get_org(
+                    m.org_id
+                        .parse()
+                        .map_err(|_| StoreError::Invalid("corrupt org id".into()))?,
+                )
+                .await?;
             out.push((org, m.role));
         }
         out.sort_by_key(|(o, _)| o.created_at);

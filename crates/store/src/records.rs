@@ -22,7 +22,12 @@ pub struct Organization {
 impl TryFrom<organizations::Model> for Organization {
     type Error = StoreError;
     fn try_from(m: organizations::Model) -> Result<Self, StoreError> {
-        Ok(Self { id: id(&m.id)?, slug: m.slug, name: m.name, created_at: m.created_at })
+        Ok(Self {
+            id: id(&m.id)?,
+            slug: m.slug,
+            name: m.name,
+            created_at: m.created_at,
+        })
     }
 }
 
@@ -111,7 +116,11 @@ impl TryFrom<stacks::Model> for Stack {
     type Error = StoreError;
     fn try_from(m: stacks::Model) -> Result<Self, StoreError> {
         let lock = match (m.locked_by, m.locked_at) {
-            (Some(holder), Some(locked_at)) => Some(StackLock { holder, note: m.lock_note, locked_at }),
+            (Some(holder), Some(locked_at)) => Some(StackLock {
+                holder,
+                note: m.lock_note,
+                locked_at,
+            }),
             _ => None,
         };
         Ok(Self {

@@ -10,11 +10,11 @@ use sea_orm::{
 use terraplane_domain::plan::PlanSummary;
 use terraplane_domain::{RunEvent, RunId, RunPhase, RunState, RunType, StackId};
 
+use crate::Store;
 use crate::entities::*;
 use crate::error::{Result, StoreError};
 use crate::records::*;
 use crate::tenant::{TenantScope, terminal_states};
-use crate::Store;
 
 #[derive(Clone, Debug)]
 pub struct NewRun {
@@ -47,7 +47,10 @@ impl TenantScope<'_> {
             && let Some(lock) = &stack.lock
             && lock.holder != actor
         {
-            return Err(StoreError::Conflict(format!("stack {:?} is locked by {}", stack.slug, lock.holder)));
+            return Err(StoreError::Conflict(format!(
+                "stack {:?} is locked by {}",
+                stack.slug, lock.holder
+            )));
         }
         let id = RunId::new();
         let tx = self.db.begin().await?;
@@ -95,11 +98,17 @@ impl TenantScope<'_> {
     /// no runner holds yet.
     pub async fn cancel_run(&self, id: RunId, actor: &str, now: DateTime<Utc>) -> Result<Run> {
         let run = self.get_run(id).await?;
-        let upd = RunUpdate { note: Some(format!("canceled by {actor}")), ..Default::default() };
-        let run = self.transition_run(id, RunEvent::Cancel, upd, now).await.map_err(|e| match e {
-            StoreError::Conflict(_) => StoreError::Conflict(format!("run is {}; it cannot be canceled", run.state)),
-            e => e,
-        })?;
+        let upd = RunUpdate {
+            note: Some(format!("canceled by {actor}")),
+            ..Default::default()
+        };
+        let run = self
+            .transition_run(id, RunEvent::Cancel, upd, now)
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict(_) => StoreError::Conflict(format!("run is {}; it cannot be canceled", run.state)),
+                e => e,
+            })?;
         Ok(run)
     }
 
@@ -121,7 +130,11 @@ impl TenantScope<'_> {
 }
 
 fn held_states() -> Vec<&'static str> {
-    RunState::ALL.into_iter().filter(|s| s.is_runner_held()).map(RunState::as_str).collect()
+    RunState::ALL
+        .into_iter()
+        .filter(|s| s.is_runner_held())
+        .map(RunState::as_str)
+        .collect()
 }
 
 async fn insert_event(
@@ -248,7 +261,10 @@ impl Store {
             RunPhase::Apply => RunEvent::ClaimApply,
         };
         let tx = self.db.begin().await?;
-        let upd = RunUpdate { note: Some(format!("claimed by runner {runner_id}")), ..Default::default() };
+        let upd = RunUpdate {
+            note: Some(format!("claimed by runner {runner_id}")),
+            ..Default::default()
+        };
         let run = transition(&tx, None, id, &event, upd, now).await?;
         runs::Entity::update_many()
             .col_expr(runs::Column::RunnerId, Expr::value(runner_id.to_owned()))
@@ -257,7 +273,11 @@ impl Store {
             .exec(&tx)
             .await?;
         tx.commit().await?;
-        Ok(Run { runner_id: Some(runner_id.to_owned()), lease_expires_at: Some(lease_until), ..run })
+        Ok(Run {
+            runner_id: Some(runner_id.to_owned()),
+            lease_expires_at: Some(lease_until),
+            ..run
+        })
     }
 
     /// Every run that is not finished, oldest first (the scheduler's working set).
@@ -297,7 +317,11 @@ impl Store {
     /// the apply got.
     pub async fn fail_held_run(&self, run: &Run, reason: String, now: DateTime<Utc>) -> Result<Run> {
         let tx = self.db.begin().await?;
-        let upd = RunUpdate { error: Some(reason), fencing_token: Some(run.fencing_token), ..Default::default() };
+        let upd = RunUpdate {
+            error: Some(reason),
+            fencing_token: Some(run.fencing_token),
+            ..Default::default()
+        };
         let failed = transition(&tx, None, run.id, &RunEvent::Fail, upd, now).await?;
         if run.state == RunState::Applying {
             state_locks::Entity::update_many()
@@ -313,7 +337,10 @@ impl Store {
     /// Fails a run outside any runner's hold (e.g. a stack deleted under it).
     pub async fn fail_run(&self, id: RunId, reason: String, now: DateTime<Utc>) -> Result<Run> {
         let tx = self.db.begin().await?;
-        let upd = RunUpdate { error: Some(reason), ..Default::default() };
+        let upd = RunUpdate {
+            error: Some(reason),
+            ..Default::default()
+        };
         let run = transition(&tx, None, id, &RunEvent::Fail, upd, now).await?;
         tx.commit().await?;
         Ok(run)

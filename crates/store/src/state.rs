@@ -111,10 +111,19 @@ impl TenantScope<'_> {
             .order_by_desc(state_versions::Column::Version)
             .one(&tx)
             .await?;
-        let stored_meta = latest
-            .as_ref()
-            .map(|m| StateMeta { serial: m.serial, lineage: m.lineage.clone(), terraform_version: None });
-        let decision = check_write(v.meta, &v.sha256, latest.as_ref().zip(stored_meta.as_ref()).map(|(m, meta)| (meta, m.sha256.as_str())));
+        let stored_meta = latest.as_ref().map(|m| StateMeta {
+            serial: m.serial,
+            lineage: m.lineage.clone(),
+            terraform_version: None,
+        });
+        let decision = check_write(
+            v.meta,
+            &v.sha256,
+            latest
+                .as_ref()
+                .zip(stored_meta.as_ref())
+                .map(|(m, meta)| (meta, m.sha256.as_str())),
+        );
         match decision {
             Err(e) => return Ok(WriteOutcome::Rejected(e)),
             Ok(WriteDecision::AlreadyStored) => {
@@ -188,8 +197,15 @@ impl TenantScope<'_> {
             Ok(m) => Ok(LockOutcome::Acquired(m.try_into()?)),
             Err(e) => match StoreError::from(e) {
                 StoreError::Conflict(_) => {
-                    let held = self.get_state_lock(stack).await?.ok_or(StoreError::Conflict("lock changed concurrently; retry".into()))?;
-                    if held.lock_id == l.lock_id { Ok(LockOutcome::Acquired(held)) } else { Ok(LockOutcome::Held(held)) }
+                    let held = self
+                        .get_state_lock(stack)
+                        .await?
+                        .ok_or(StoreError::Conflict("lock changed concurrently; retry".into()))?;
+                    if held.lock_id == l.lock_id {
+                        Ok(LockOutcome::Acquired(held))
+                    } else {
+                        Ok(LockOutcome::Held(held))
+                    }
                 }
                 other => Err(other),
             },
@@ -198,8 +214,15 @@ impl TenantScope<'_> {
 
     /// Releases the lock if `lock_id` is the holder's, or unconditionally when `force`.
     /// Returns the released lock; `Err(Conflict)` names the holder otherwise.
-    pub async fn unlock_state(&self, stack: StackId, lock_id: Option<&str>, force: bool) -> Result<Result<StateLock, StateLock>> {
-        let Some(held) = self.get_state_lock(stack).await? else { return Err(StoreError::NotFound("state lock")) };
+    pub async fn unlock_state(
+        &self,
+        stack: StackId,
+        lock_id: Option<&str>,
+        force: bool,
+    ) -> Result<Result<StateLock, StateLock>> {
+        let Some(held) = self.get_state_lock(stack).await? else {
+            return Err(StoreError::NotFound("state lock"));
+        };
         if !force && lock_id != Some(held.lock_id.as_str()) {
             return Ok(Err(held));
         }

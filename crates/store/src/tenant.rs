@@ -50,7 +50,11 @@ pub struct StackPatch {
 
 impl<'a> TenantScope<'a> {
     pub(crate) fn new(db: &'a DatabaseConnection, org: OrgId) -> Self {
-        Self { db, org, org_s: org.to_string() }
+        Self {
+            db,
+            org,
+            org_s: org.to_string(),
+        }
     }
 
     pub fn org_id(&self) -> OrgId {
@@ -177,7 +181,10 @@ impl<'a> TenantScope<'a> {
             )));
         }
         if let Some(lock) = state_locks::Entity::find_by_id(sid.clone()).one(&tx).await? {
-            return Err(StoreError::Conflict(format!("stack {slug:?} state is locked by {}", lock.holder)));
+            return Err(StoreError::Conflict(format!(
+                "stack {slug:?} state is locked by {}",
+                lock.holder
+            )));
         }
         let run_ids: Vec<String> = runs::Entity::find()
             .filter(runs::Column::StackId.eq(sid.clone()))
@@ -186,11 +193,26 @@ impl<'a> TenantScope<'a> {
             .into_tuple()
             .all(&tx)
             .await?;
-        run_events::Entity::delete_many().filter(run_events::Column::RunId.is_in(run_ids.clone())).exec(&tx).await?;
-        log_chunks::Entity::delete_many().filter(log_chunks::Column::RunId.is_in(run_ids.clone())).exec(&tx).await?;
-        plan_artifacts::Entity::delete_many().filter(plan_artifacts::Column::RunId.is_in(run_ids)).exec(&tx).await?;
-        runs::Entity::delete_many().filter(runs::Column::StackId.eq(sid.clone())).exec(&tx).await?;
-        state_versions::Entity::delete_many().filter(state_versions::Column::StackId.eq(sid.clone())).exec(&tx).await?;
+        run_events::Entity::delete_many()
+            .filter(run_events::Column::RunId.is_in(run_ids.clone()))
+            .exec(&tx)
+            .await?;
+        log_chunks::Entity::delete_many()
+            .filter(log_chunks::Column::RunId.is_in(run_ids.clone()))
+            .exec(&tx)
+            .await?;
+        plan_artifacts::Entity::delete_many()
+            .filter(plan_artifacts::Column::RunId.is_in(run_ids))
+            .exec(&tx)
+            .await?;
+        runs::Entity::delete_many()
+            .filter(runs::Column::StackId.eq(sid.clone()))
+            .exec(&tx)
+            .await?;
+        state_versions::Entity::delete_many()
+            .filter(state_versions::Column::StackId.eq(sid.clone()))
+            .exec(&tx)
+            .await?;
         stacks::Entity::delete_many()
             .filter(stacks::Column::Id.eq(sid))
             .filter(stacks::Column::OrgId.eq(self.org_s.clone()))
@@ -202,7 +224,13 @@ impl<'a> TenantScope<'a> {
 
     /// Takes the stack's exclusive lock (Spacelift's stack lock). Re-locking by the same
     /// holder updates the note; someone else's lock is a conflict naming the holder.
-    pub async fn lock_stack(&self, slug: &str, holder: &str, note: Option<String>, now: DateTime<Utc>) -> Result<Stack> {
+    pub async fn lock_stack(
+        &self,
+        slug: &str,
+        holder: &str,
+        note: Option<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Stack> {
         let m = self.stack_model(slug).await?;
         if let Some(h) = &m.locked_by
             && h != holder
@@ -215,7 +243,11 @@ impl<'a> TenantScope<'a> {
             .col_expr(stacks::Column::LockedAt, Expr::value(now))
             .filter(stacks::Column::Id.eq(m.id.clone()))
             .filter(stacks::Column::OrgId.eq(self.org_s.clone()))
-            .filter(stacks::Column::LockedBy.is_null().or(stacks::Column::LockedBy.eq(holder)))
+            .filter(
+                stacks::Column::LockedBy
+                    .is_null()
+                    .or(stacks::Column::LockedBy.eq(holder)),
+            )
             .exec(self.db)
             .await?;
         if res.rows_affected == 0 {
@@ -227,7 +259,9 @@ impl<'a> TenantScope<'a> {
     pub async fn unlock_stack(&self, slug: &str, holder: &str, force: bool) -> Result<Stack> {
         let m = self.stack_model(slug).await?;
         match &m.locked_by {
-            None => return Err(StoreError::Conflict(format!("stack {slug:?} is not locked"))),
+            None => {
+                return Err(StoreError::Conflict(format!("stack {slug:?} is not locked")));
+            }
             Some(h) if h != holder && !force => {
                 return Err(StoreError::Conflict(format!("stack {slug:?} is locked by {h}")));
             }
@@ -278,7 +312,11 @@ impl<'a> TenantScope<'a> {
             .await?
             .into_iter()
             .map(|m| {
-                Ok(RunEventRecord { state: m.state.parse().map_err(StoreError::Invalid)?, note: m.note, at: m.created_at })
+                Ok(RunEventRecord {
+                    state: m.state.parse().map_err(StoreError::Invalid)?,
+                    note: m.note,
+                    at: m.created_at,
+                })
             })
             .collect()
     }
@@ -296,7 +334,12 @@ impl<'a> TenantScope<'a> {
             .all(self.db)
             .await?
             .into_iter()
-            .map(|m| LogChunk { seq: m.seq, phase: m.phase, data: m.data, created_at: m.created_at })
+            .map(|m| LogChunk {
+                seq: m.seq,
+                phase: m.phase,
+                data: m.data,
+                created_at: m.created_at,
+            })
             .collect())
     }
 
@@ -309,12 +352,16 @@ impl<'a> TenantScope<'a> {
             return if e.data == data && e.org_id == self.org_s {
                 Ok(())
             } else {
-                Err(StoreError::Conflict(format!("log chunk {seq} already stored with different content")))
+                Err(StoreError::Conflict(format!(
+                    "log chunk {seq} already stored with different content"
+                )))
             };
         }
         let expected = self.next_log_seq(run).await?;
         if seq != expected {
-            return Err(StoreError::Conflict(format!("log chunk {seq} out of order; expected {expected}")));
+            return Err(StoreError::Conflict(format!(
+                "log chunk {seq} out of order; expected {expected}"
+            )));
         }
         log_chunks::ActiveModel {
             org_id: Set(self.org_s.clone()),
@@ -350,12 +397,26 @@ impl<'a> TenantScope<'a> {
             .one(self.db)
             .await?
             .ok_or(StoreError::NotFound("plan"))?;
-        Ok(PlanArtifact { plan_file: m.plan_file, plan_json: m.plan_json, sha256: m.sha256, size: m.size })
+        Ok(PlanArtifact {
+            plan_file: m.plan_file,
+            plan_json: m.plan_json,
+            sha256: m.sha256,
+            size: m.size,
+        })
     }
 
-    pub async fn put_plan(&self, run: RunId, plan_file: Vec<u8>, plan_json: String, sha256: String, now: DateTime<Utc>) -> Result<()> {
+    pub async fn put_plan(
+        &self,
+        run: RunId,
+        plan_file: Vec<u8>,
+        plan_json: String,
+        sha256: String,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         let size = i64::try_from(plan_file.len()).unwrap_or(i64::MAX);
-        plan_artifacts::Entity::delete_by_id(run.to_string()).exec(self.db).await?;
+        plan_artifacts::Entity::delete_by_id(run.to_string())
+            .exec(self.db)
+            .await?;
         plan_artifacts::ActiveModel {
             run_id: Set(run.to_string()),
             org_id: Set(self.org_s.clone()),
@@ -372,5 +433,9 @@ impl<'a> TenantScope<'a> {
 }
 
 pub(crate) fn terminal_states() -> Vec<String> {
-    RunState::ALL.into_iter().filter(|s| s.is_terminal()).map(|s| s.as_str().to_owned()).collect()
+    RunState::ALL
+        .into_iter()
+        .filter(|s| s.is_terminal())
+        .map(|s| s.as_str().to_owned())
+        .collect()
 }

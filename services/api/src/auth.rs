@@ -3,9 +3,9 @@
 //! (scoped to one run and its stack, dead once the run ends) and the runner pool token.
 //! Authorization decisions are made by [`Principal::require`], in one place.
 
+use argon2::Argon2;
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -89,7 +89,11 @@ impl Principal {
         if self.role >= needed {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!("this needs the {} role; you have {}", needed.as_str(), self.role.as_str())))
+            Err(ApiError::Forbidden(format!(
+                "this needs the {} role; you have {}",
+                needed.as_str(),
+                self.role.as_str()
+            )))
         }
     }
 
@@ -141,7 +145,14 @@ impl Auth {
 
     pub fn issue_session(&self, user: UserId, org: OrgId, now: DateTime<Utc>) -> ApiResult<(String, DateTime<Utc>)> {
         let exp = now + chrono::Duration::seconds(self.session_ttl);
-        let c = Claims { sub: user.to_string(), org: org.to_string(), typ: SESSION.into(), iat: now.timestamp(), exp: exp.timestamp(), stack: None };
+        let c = Claims {
+            sub: user.to_string(),
+            org: org.to_string(),
+            typ: SESSION.into(),
+            iat: now.timestamp(),
+            exp: exp.timestamp(),
+            stack: None,
+        };
         Ok((self.sign(&c)?, exp))
     }
 
@@ -185,11 +196,19 @@ impl Auth {
         if key.expires_at.is_some_and(|e| e <= now) {
             return Err(ApiError::Unauthenticated("API key expired".into()));
         }
-        let role = Role::parse(&key.role).ok_or_else(|| ApiError::Unauthenticated("API key has no valid role".into()))?;
+        let role =
+            Role::parse(&key.role).ok_or_else(|| ApiError::Unauthenticated("API key has no valid role".into()))?;
         if let Err(e) = store.touch_api_key(key.id, now).await {
             tracing::warn!(error = %e, "cannot record API key use");
         }
-        Ok(Principal { org: key.org_id, actor: Actor::ApiKey { id: key.id, name: key.name }, role })
+        Ok(Principal {
+            org: key.org_id,
+            actor: Actor::ApiKey {
+                id: key.id,
+                name: key.name,
+            },
+            role,
+        })
     }
 
     async fn authenticate_jwt(&self, store: &Store, token: &str) -> ApiResult<Principal> {
@@ -212,16 +231,30 @@ impl Auth {
                     let r = store.get_membership(org, user_id).await.map_err(|_| bad())?;
                     Role::parse(&r).ok_or_else(bad)?
                 };
-                Ok(Principal { org, actor: Actor::User { id: user.id, email: user.email }, role })
+                Ok(Principal {
+                    org,
+                    actor: Actor::User {
+                        id: user.id,
+                        email: user.email,
+                    },
+                    role,
+                })
             }
             RUN => {
                 let run_id: RunId = c.sub.parse().map_err(|_| bad())?;
                 let stack_id: StackId = c.stack.as_deref().ok_or_else(bad)?.parse().map_err(|_| bad())?;
                 let run = store.scope(org).get_run(run_id).await.map_err(|_| bad())?;
                 if run.state.is_terminal() {
-                    return Err(ApiError::Unauthenticated(format!("run token no longer valid: run is {}", run.state)));
+                    return Err(ApiError::Unauthenticated(format!(
+                        "run token no longer valid: run is {}",
+                        run.state
+                    )));
                 }
-                Ok(Principal { org, actor: Actor::Run { run_id, stack_id }, role: Role::Writer })
+                Ok(Principal {
+                    org,
+                    actor: Actor::Run { run_id, stack_id },
+                    role: Role::Writer,
+                })
             }
             _ => Err(bad()),
         }

@@ -34,7 +34,9 @@ pub async fn seed(store: &Store, cfg: &Config, now: DateTime<Utc>) -> anyhow::Re
                 }
             };
             let hash = hash_password(&password)?;
-            let u = store.create_user(&email, "Administrator", Some(hash), true, now).await?;
+            let u = store
+                .create_user(&email, "Administrator", Some(hash), true, now)
+                .await?;
             store.add_member(org.id, u.id, "admin", now).await?;
             u
         }
@@ -43,8 +45,14 @@ pub async fn seed(store: &Store, cfg: &Config, now: DateTime<Utc>) -> anyhow::Re
     if let Some(token) = &cfg.bootstrap.token {
         let hash = hash_secret(token.expose());
         if store.find_api_key_by_hash(&hash).await?.is_none() {
-            store.create_api_key(org.id, Some(admin.id), "bootstrap", &hash, "admin", None, now).await?;
+            store
+                .create_api_key(org.id, Some(admin.id), "bootstrap", &hash, "admin", None, now)
+                .await?;
         }
     }
-    Ok(Seeded { org, admin, generated_password })
+    Ok(Seeded {
+        org,
+        admin,
+        generated_password,
+    })
 }

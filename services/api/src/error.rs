@@ -29,7 +29,10 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
-        ApiError::Conflict { code, message: message.into() }
+        ApiError::Conflict {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn code(&self) -> &'static str {
@@ -91,7 +94,10 @@ impl ResponseError for ApiError {
         if matches!(self, ApiError::Unauthenticated(_)) {
             b.insert_header(("WWW-Authenticate", "Basic realm=\"terraplane\""));
         }
-        b.json(ErrorBody { code: self.code().into(), message: self.public_message() })
+        b.json(ErrorBody {
+            code: self.code().into(),
+            message: self.public_message(),
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextExecute};
-use async_graphql::{Response, Context, Enum, ID, InputObject, Json, Object, Schema, SimpleObject, Subscription};
+use async_graphql::{Context, Enum, ID, InputObject, Json, Object, Response, Schema, SimpleObject, Subscription};
 use chrono::{DateTime, Utc};
 use futures::Stream;
 use terraplane_domain::{RunEvent, RunId, RunState, RunType};
@@ -20,7 +20,10 @@ use crate::service::{self, StackInput};
 pub type ApiSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
 
 pub fn build_schema(state: Arc<AppState>) -> ApiSchema {
-    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot).data(state).extension(ErrorCodes).finish()
+    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
+        .data(state)
+        .extension(ErrorCodes)
+        .finish()
 }
 
 /// Gives every error that came from an [`ApiError`] its stable `extensions.code`, and makes
@@ -35,7 +38,12 @@ impl ExtensionFactory for ErrorCodes {
 
 #[async_trait::async_trait]
 impl Extension for ErrorCodes {
-    async fn execute(&self, ctx: &ExtensionContext<'_>, operation_name: Option<&str>, next: NextExecute<'_>) -> Response {
+    async fn execute(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        operation_name: Option<&str>,
+        next: NextExecute<'_>,
+    ) -> Response {
         let mut resp = next.run(ctx, operation_name).await;
         for e in &mut resp.errors {
             if let Some(api) = e.source::<ApiError>() {
@@ -58,7 +66,8 @@ fn principal<'a>(ctx: &Context<'a>) -> ApiResult<&'a Principal> {
     if let Ok(Some(e)) = ctx.data::<Option<AuthFailure>>() {
         return Err(ApiError::Unauthenticated(e.0.clone()));
     }
-    ctx.data::<Principal>().map_err(|_| ApiError::Unauthenticated("missing credentials".into()))
+    ctx.data::<Principal>()
+        .map_err(|_| ApiError::Unauthenticated("missing credentials".into()))
 }
 
 /// Why the request's credential was refused (reported by fields that need one).
@@ -183,7 +192,11 @@ impl Stack {
         &self.0.worker_pool
     }
     async fn lock(&self) -> Option<StackLock> {
-        self.0.lock.as_ref().map(|l| StackLock { holder: l.holder.clone(), note: l.note.clone(), locked_at: l.locked_at })
+        self.0.lock.as_ref().map(|l| StackLock {
+            holder: l.holder.clone(),
+            note: l.note.clone(),
+            locked_at: l.locked_at,
+        })
     }
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.created_at
@@ -194,12 +207,29 @@ impl Stack {
     /// The Terraform state lock, if someone holds it.
     async fn state_lock(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<StateLockInfo>> {
         let p = principal(ctx)?;
-        Ok(state(ctx).store.scope(p.org).get_state_lock(self.0.id).await.map_err(ApiError::from)?.map(Into::into))
+        Ok(state(ctx)
+            .store
+            .scope(p.org)
+            .get_state_lock(self.0.id)
+            .await
+            .map_err(ApiError::from)?
+            .map(Into::into))
     }
     async fn runs(&self, ctx: &Context<'_>, #[graphql(default = 20)] limit: u64) -> async_graphql::Result<Vec<Run>> {
         let p = principal(ctx)?;
-        let runs = state(ctx).store.scope(p.org).list_runs(self.0.id, limit.min(500)).await.map_err(ApiError::from)?;
-        Ok(runs.into_iter().map(|r| Run { run: r, stack_slug: self.0.slug.clone() }).collect())
+        let runs = state(ctx)
+            .store
+            .scope(p.org)
+            .list_runs(self.0.id, limit.min(500))
+            .await
+            .map_err(ApiError::from)?;
+        Ok(runs
+            .into_iter()
+            .map(|r| Run {
+                run: r,
+                stack_slug: self.0.slug.clone(),
+            })
+            .collect())
     }
 }
 
@@ -227,7 +257,12 @@ pub struct LogChunk {
 
 impl From<terraplane_store::LogChunk> for LogChunk {
     fn from(c: terraplane_store::LogChunk) -> Self {
-        Self { seq: c.seq, phase: c.phase, data: c.data, created_at: c.created_at }
+        Self {
+            seq: c.seq,
+            phase: c.phase,
+            data: c.data,
+            created_at: c.created_at,
+        }
     }
 }
 
@@ -264,7 +299,11 @@ impl Run {
         self.run.drift_detection
     }
     async fn plan_summary(&self) -> Option<PlanSummary> {
-        self.run.plan_summary.map(|s| PlanSummary { add: s.add, change: s.change, destroy: s.destroy })
+        self.run.plan_summary.map(|s| PlanSummary {
+            add: s.add,
+            change: s.change,
+            destroy: s.destroy,
+        })
     }
     async fn has_changes(&self) -> Option<bool> {
         self.run.has_changes
@@ -287,8 +326,20 @@ impl Run {
     /// Every state change with its time.
     async fn events(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<RunEventGql>> {
         let p = principal(ctx)?;
-        let evs = state(ctx).store.scope(p.org).list_run_events(self.run.id).await.map_err(ApiError::from)?;
-        Ok(evs.into_iter().map(|e| RunEventGql { state: e.state.into(), note: e.note, at: e.at }).collect())
+        let evs = state(ctx)
+            .store
+            .scope(p.org)
+            .list_run_events(self.run.id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(evs
+            .into_iter()
+            .map(|e| RunEventGql {
+                state: e.state.into(),
+                note: e.note,
+                at: e.at,
+            })
+            .collect())
     }
     /// Log chunks after `afterSeq` (all when absent), in order.
     async fn logs(
@@ -298,8 +349,12 @@ impl Run {
         #[graphql(default = 1000)] limit: u64,
     ) -> async_graphql::Result<Vec<LogChunk>> {
         let p = principal(ctx)?;
-        let chunks =
-            state(ctx).store.scope(p.org).list_logs(self.run.id, after_seq, limit.min(10_000)).await.map_err(ApiError::from)?;
+        let chunks = state(ctx)
+            .store
+            .scope(p.org)
+            .list_logs(self.run.id, after_seq, limit.min(10_000))
+            .await
+            .map_err(ApiError::from)?;
         Ok(chunks.into_iter().map(Into::into).collect())
     }
     /// The plan as `terraform show -json` printed it, with sensitive values redacted.
@@ -349,7 +404,10 @@ async fn load_run(ctx: &Context<'_>, id: RunId) -> ApiResult<Run> {
     let scope = state(ctx).store.scope(p.org);
     let run = scope.get_run(id).await?;
     let stack = scope.get_stack(run.stack_id).await?;
-    Ok(Run { run, stack_slug: stack.slug })
+    Ok(Run {
+        run,
+        stack_slug: stack.slug,
+    })
 }
 
 pub struct QueryRoot;
@@ -366,7 +424,11 @@ impl QueryRoot {
                 crate::auth::Actor::Run { run_id, .. } => run_id.to_string(),
             },
             name: p.name(),
-            organization: Organization { id: ID(org.id.to_string()), slug: org.slug, name: org.name },
+            organization: Organization {
+                id: ID(org.id.to_string()),
+                slug: org.slug,
+                name: org.name,
+            },
             role: p.role.as_str().into(),
         })
     }
@@ -374,7 +436,15 @@ impl QueryRoot {
     async fn stacks(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Stack>> {
         let p = principal(ctx)?;
         p.require(Action::Read)?;
-        Ok(state(ctx).store.scope(p.org).list_stacks().await.map_err(ApiError::from)?.into_iter().map(Stack).collect())
+        Ok(state(ctx)
+            .store
+            .scope(p.org)
+            .list_stacks()
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .map(Stack)
+            .collect())
     }
 
     async fn stack(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Stack>> {
@@ -387,18 +457,34 @@ impl QueryRoot {
         }
     }
 
-    async fn runs(&self, ctx: &Context<'_>, stack_id: ID, #[graphql(default = 20)] limit: u64) -> async_graphql::Result<Vec<Run>> {
+    async fn runs(
+        &self,
+        ctx: &Context<'_>,
+        stack_id: ID,
+        #[graphql(default = 20)] limit: u64,
+    ) -> async_graphql::Result<Vec<Run>> {
         let p = principal(ctx)?;
         p.require(Action::Read)?;
         let scope = state(ctx).store.scope(p.org);
         let stack = scope.get_stack_by_slug(&stack_id).await.map_err(ApiError::from)?;
-        let runs = scope.list_runs(stack.id, limit.min(500)).await.map_err(ApiError::from)?;
-        Ok(runs.into_iter().map(|r| Run { run: r, stack_slug: stack.slug.clone() }).collect())
+        let runs = scope
+            .list_runs(stack.id, limit.min(500))
+            .await
+            .map_err(ApiError::from)?;
+        Ok(runs
+            .into_iter()
+            .map(|r| Run {
+                run: r,
+                stack_slug: stack.slug.clone(),
+            })
+            .collect())
     }
 
     async fn run(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Run>> {
         principal(ctx)?.require(Action::Read)?;
-        let Ok(id) = id.parse::<RunId>() else { return Ok(None) };
+        let Ok(id) = id.parse::<RunId>() else {
+            return Ok(None);
+        };
         match load_run(ctx, id).await {
             Ok(r) => Ok(Some(r)),
             Err(ApiError::NotFound(_)) => Ok(None),
@@ -408,7 +494,11 @@ impl QueryRoot {
 
     async fn state_versions(&self, ctx: &Context<'_>, stack_id: ID) -> async_graphql::Result<Vec<StateVersion>> {
         let p = principal(ctx)?;
-        Ok(service::state_versions(state(ctx), p, &stack_id).await?.into_iter().map(Into::into).collect())
+        Ok(service::state_versions(state(ctx), p, &stack_id)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect())
     }
 }
 
@@ -480,7 +570,15 @@ impl MutationRoot {
         }
         .ok_or_else(|| ApiError::Forbidden("you are not a member of that organization".into()))?;
         let (token, expires_at) = st.auth.issue_session(user.id, org.id, st.clock.now())?;
-        Ok(LoginResult { token, expires_at, organization: Organization { id: ID(org.id.to_string()), slug: org.slug, name: org.name } })
+        Ok(LoginResult {
+            token,
+            expires_at,
+            organization: Organization {
+                id: ID(org.id.to_string()),
+                slug: org.slug,
+                name: org.name,
+            },
+        })
     }
 
     async fn stack_create(&self, ctx: &Context<'_>, input: StackCreateInput) -> async_graphql::Result<Stack> {
@@ -527,7 +625,12 @@ impl MutationRoot {
         Ok(Stack(service::lock_stack(state(ctx), p, &id, note).await?))
     }
 
-    async fn stack_unlock(&self, ctx: &Context<'_>, id: ID, #[graphql(default = false)] force: bool) -> async_graphql::Result<Stack> {
+    async fn stack_unlock(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+        #[graphql(default = false)] force: bool,
+    ) -> async_graphql::Result<Stack> {
         let p = principal(ctx)?;
         Ok(Stack(service::unlock_stack(state(ctx), p, &id, force).await?))
     }
@@ -541,7 +644,10 @@ impl MutationRoot {
     ) -> async_graphql::Result<Run> {
         let p = principal(ctx)?;
         let run = service::trigger_run(state(ctx), p, &stack_id, RunType::from(run_type), commit_sha).await?;
-        Ok(Run { run, stack_slug: stack_id.to_string() })
+        Ok(Run {
+            run,
+            stack_slug: stack_id.to_string(),
+        })
     }
 
     async fn run_confirm(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Run> {
@@ -614,7 +720,11 @@ impl SubscriptionRoot {
     }
 
     /// The run each time its state changes; ends after a terminal state.
-    async fn run_state_changed(&self, ctx: &Context<'_>, run_id: ID) -> async_graphql::Result<impl Stream<Item = Run> + use<>> {
+    async fn run_state_changed(
+        &self,
+        ctx: &Context<'_>,
+        run_id: ID,
+    ) -> async_graphql::Result<impl Stream<Item = Run> + use<>> {
         let p = principal(ctx)?.clone();
         p.require(Action::Read)?;
         let st = state(ctx).clone();

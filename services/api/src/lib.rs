@@ -121,7 +121,11 @@ async fn readyz(st: web::Data<service::Shared>) -> HttpResponse {
         "database": db.as_ref().map(|_| "ok".to_owned()).unwrap_or_else(|e| e.to_string()),
         "queue": queue.as_ref().map(|_| "ok".to_owned()).unwrap_or_else(|e| e.to_string()),
     });
-    if db.is_ok() && queue.is_ok() { HttpResponse::Ok().json(body) } else { HttpResponse::ServiceUnavailable().json(body) }
+    if db.is_ok() && queue.is_ok() {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
 }
 
 async fn graphql_handler(
@@ -181,11 +185,16 @@ async fn graphql_ws(
 }
 
 async fn graphiql() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .body(GraphiQLSource::build().endpoint("/graphql").subscription_endpoint("/graphql/ws").finish())
+    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(
+        GraphiQLSource::build()
+            .endpoint("/graphql")
+            .subscription_endpoint("/graphql/ws")
+            .finish(),
+    )
 }
 
 async fn index() -> HttpResponse {
-    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(include_str!("../../../web/index.html"))
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .body(include_str!("../../../web/index.html"))
 }

@@ -51,7 +51,10 @@ async fn run_principal(st: &AppState, req: &HttpRequest, id: RunId) -> ApiResult
 async fn held_run(st: &AppState, p: &Principal, id: RunId, fencing: i64) -> ApiResult<Run> {
     let run = st.store.scope(p.org).get_run(id).await?;
     if run.fencing_token != fencing {
-        return Err(ApiError::conflict("stale_fencing_token", "the run was claimed by someone else"));
+        return Err(ApiError::conflict(
+            "stale_fencing_token",
+            "the run was claimed by someone else",
+        ));
     }
     Ok(run)
 }
@@ -63,7 +66,12 @@ fn store_conflict(code: &'static str) -> impl Fn(StoreError) -> ApiError {
     }
 }
 
-async fn claim(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<ClaimRequest>) -> ApiResult<HttpResponse> {
+async fn claim(
+    st: web::Data<Shared>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<ClaimRequest>,
+) -> ApiResult<HttpResponse> {
     st.auth.verify_pool_token(&credential(&req).unwrap_or_default())?;
     let id = run_id(&path)?;
     let now = st.clock.now();
@@ -104,7 +112,12 @@ async fn claim(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>,
     Ok(HttpResponse::Ok().json(spec))
 }
 
-async fn heartbeat(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<HeartbeatRequest>) -> ApiResult<HttpResponse> {
+async fn heartbeat(
+    st: web::Data<Shared>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<HeartbeatRequest>,
+) -> ApiResult<HttpResponse> {
     let id = run_id(&path)?;
     let p = match run_principal(&st, &req, id).await {
         Ok(p) => p,
@@ -115,7 +128,12 @@ async fn heartbeat(st: web::Data<Shared>, req: HttpRequest, path: web::Path<Stri
         Err(e) => return Err(e),
     };
     let until = st.clock.now() + chrono::Duration::seconds(st.cfg.scheduler.lease_secs as i64);
-    let run = st.store.scope(p.org).renew_lease(id, body.fencing_token, until).await.map_err(store_conflict("lease_lost"))?;
+    let run = st
+        .store
+        .scope(p.org)
+        .renew_lease(id, body.fencing_token, until)
+        .await
+        .map_err(store_conflict("lease_lost"))?;
     Ok(HttpResponse::Ok().json(HeartbeatResponse {
         lease_expires_at: until,
         state: run.state,
@@ -123,7 +141,12 @@ async fn heartbeat(st: web::Data<Shared>, req: HttpRequest, path: web::Path<Stri
     }))
 }
 
-async fn append_log(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<LogAppend>) -> ApiResult<HttpResponse> {
+async fn append_log(
+    st: web::Data<Shared>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<LogAppend>,
+) -> ApiResult<HttpResponse> {
     let id = run_id(&path)?;
     let p = run_principal(&st, &req, id).await?;
     held_run(&st, &p, id, body.fencing_token).await?;
@@ -139,16 +162,31 @@ async fn append_log(st: web::Data<Shared>, req: HttpRequest, path: web::Path<Str
     Ok(HttpResponse::NoContent().finish())
 }
 
-async fn progress(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<ProgressRequest>) -> ApiResult<HttpResponse> {
+async fn progress(
+    st: web::Data<Shared>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<ProgressRequest>,
+) -> ApiResult<HttpResponse> {
     let id = run_id(&path)?;
     let p = run_principal(&st, &req, id).await?;
     let event = match body.state {
         RunState::Initializing => RunEvent::Initializing,
         RunState::Planning => RunEvent::Planning,
-        s => return Err(ApiError::BadRequest(format!("a runner cannot report {s} as progress"))),
+        s => {
+            return Err(ApiError::BadRequest(format!("a runner cannot report {s} as progress")));
+        }
     };
-    let upd = RunUpdate { fencing_token: Some(body.fencing_token), commit_sha: body.commit_sha.clone(), ..Default::default() };
-    st.store.scope(p.org).transition_run(id, event, upd, st.clock.now()).await.map_err(store_conflict("invalid_run_state"))?;
+    let upd = RunUpdate {
+        fencing_token: Some(body.fencing_token),
+        commit_sha: body.commit_sha.clone(),
+        ..Default::default()
+    };
+    st.store
+        .scope(p.org)
+        .transition_run(id, event, upd, st.clock.now())
+        .await
+        .map_err(store_conflict("invalid_run_state"))?;
     st.bus.publish(BusEvent::RunChanged(id));
     Ok(HttpResponse::NoContent().finish())
 }
@@ -162,24 +200,38 @@ pub struct PlanUpload {
     pub plan_json: serde_json::Value,
 }
 
-async fn upload_plan(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<PlanUpload>) -> ApiResult<HttpResponse> {
+async fn upload_plan(
+    st: web::Data<Shared>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<PlanUpload>,
+) -> ApiResult<HttpResponse> {
     let id = run_id(&path)?;
     let p = run_principal(&st, &req, id).await?;
     let run = held_run(&st, &p, id, body.fencing_token).await?;
     if run.state != RunState::Planning {
-        return Err(ApiError::conflict("invalid_run_state", format!("run is {}; plans are uploaded while PLANNING", run.state)));
+        return Err(ApiError::conflict(
+            "invalid_run_state",
+            format!("run is {}; plans are uploaded while PLANNING", run.state),
+        ));
     }
     let file = base64::engine::general_purpose::STANDARD
         .decode(&body.plan_file)
         .map_err(|e| ApiError::BadRequest(format!("plan_file is not base64: {e}")))?;
     if file.len() > st.cfg.api.max_plan_bytes {
-        return Err(ApiError::TooLarge(format!("plan of {} bytes exceeds the limit", file.len())));
+        return Err(ApiError::TooLarge(format!(
+            "plan of {} bytes exceeds the limit",
+            file.len()
+        )));
     }
     let body = body.into_inner();
     let mut plan_json = body.plan_json;
     redact_plan(&mut plan_json);
     let sha = hex::encode(Sha256::digest(&file));
-    st.store.scope(p.org).put_plan(id, file, plan_json.to_string(), sha.clone(), st.clock.now()).await?;
+    st.store
+        .scope(p.org)
+        .put_plan(id, file, plan_json.to_string(), sha.clone(), st.clock.now())
+        .await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({ "sha256": sha })))
 }
 
@@ -193,20 +245,35 @@ async fn download_plan(st: web::Data<Shared>, req: HttpRequest, path: web::Path<
         .body(plan.plan_file))
 }
 
-async fn result(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>, body: web::Json<PhaseResult>) -> ApiResult<HttpResponse> {
+async fn result(
+    st: web::Data<Shared>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<PhaseResult>,
+) -> ApiResult<HttpResponse> {
     let id = run_id(&path)?;
     let p = run_principal(&st, &req, id).await?;
     let scope = st.store.scope(p.org);
     let run = held_run(&st, &p, id, body.fencing_token).await?;
     let stack = scope.get_stack(run.stack_id).await?;
     let body = body.into_inner();
-    let mut upd = RunUpdate { fencing_token: Some(body.fencing_token), ..Default::default() };
+    let mut upd = RunUpdate {
+        fencing_token: Some(body.fencing_token),
+        ..Default::default()
+    };
     let event = match (body.phase, body.outcome) {
         (RunPhase::Plan, PhaseOutcome::Planned { has_changes, summary }) => {
             let summary = if has_changes { summary } else { PlanSummary::default() };
             upd.plan = Some((summary, has_changes));
-            upd.note = Some(format!("plan: +{} ~{} -{}", summary.add, summary.change, summary.destroy));
-            RunEvent::PlanFinished { has_changes, run_type: run.run_type, autodeploy: stack.autodeploy }
+            upd.note = Some(format!(
+                "plan: +{} ~{} -{}",
+                summary.add, summary.change, summary.destroy
+            ));
+            RunEvent::PlanFinished {
+                has_changes,
+                run_type: run.run_type,
+                autodeploy: stack.autodeploy,
+            }
         }
         (RunPhase::Apply, PhaseOutcome::Applied { outputs }) => {
             upd.outputs = Some(outputs);
@@ -216,9 +283,17 @@ async fn result(st: web::Data<Shared>, req: HttpRequest, path: web::Path<String>
             upd.error = Some(reason);
             RunEvent::Fail
         }
-        (phase, _) => return Err(ApiError::BadRequest(format!("outcome does not match the {} phase", phase.as_str()))),
+        (phase, _) => {
+            return Err(ApiError::BadRequest(format!(
+                "outcome does not match the {} phase",
+                phase.as_str()
+            )));
+        }
     };
-    let run = scope.transition_run(id, event, upd, st.clock.now()).await.map_err(store_conflict("invalid_run_state"))?;
+    let run = scope
+        .transition_run(id, event, upd, st.clock.now())
+        .await
+        .map_err(store_conflict("invalid_run_state"))?;
     st.bus.publish(BusEvent::RunChanged(id));
     st.kick_scheduler();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "state": run.state })))

@@ -56,7 +56,9 @@ pub async fn create_stack(st: &AppState, p: &Principal, i: StackInput) -> ApiRes
     validate_project_root(&project_root)?;
     let tool = i.tool.unwrap_or_else(|| "terraform".into());
     if tool != "terraform" && tool != "opentofu" {
-        return Err(ApiError::BadRequest(format!("tool must be terraform or opentofu, got {tool:?}")));
+        return Err(ApiError::BadRequest(format!(
+            "tool must be terraform or opentofu, got {tool:?}"
+        )));
     }
     let new = NewStack {
         slug: slug.to_string(),
@@ -71,10 +73,14 @@ pub async fn create_stack(st: &AppState, p: &Principal, i: StackInput) -> ApiRes
         labels: i.labels.unwrap_or_default(),
         worker_pool: i.worker_pool.unwrap_or_else(|| st.cfg.runner.pool.clone()),
     };
-    st.store.scope(p.org).create_stack(new, st.clock.now()).await.map_err(|e| match e {
-        terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_exists", m),
-        e => e.into(),
-    })
+    st.store
+        .scope(p.org)
+        .create_stack(new, st.clock.now())
+        .await
+        .map_err(|e| match e {
+            terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_exists", m),
+            e => e.into(),
+        })
 }
 
 pub async fn update_stack(st: &AppState, p: &Principal, slug: &str, patch: StackPatch) -> ApiResult<Stack> {
@@ -101,18 +107,26 @@ pub async fn delete_stack(st: &AppState, p: &Principal, slug: &str) -> ApiResult
 
 pub async fn lock_stack(st: &AppState, p: &Principal, slug: &str, note: Option<String>) -> ApiResult<Stack> {
     p.require(Action::Write)?;
-    st.store.scope(p.org).lock_stack(slug, &p.name(), note, st.clock.now()).await.map_err(|e| match e {
-        terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_locked", m),
-        e => e.into(),
-    })
+    st.store
+        .scope(p.org)
+        .lock_stack(slug, &p.name(), note, st.clock.now())
+        .await
+        .map_err(|e| match e {
+            terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_locked", m),
+            e => e.into(),
+        })
 }
 
 pub async fn unlock_stack(st: &AppState, p: &Principal, slug: &str, force: bool) -> ApiResult<Stack> {
     p.require(if force { Action::Admin } else { Action::Write })?;
-    st.store.scope(p.org).unlock_stack(slug, &p.name(), force).await.map_err(|e| match e {
-        terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_locked", m),
-        e => e.into(),
-    })
+    st.store
+        .scope(p.org)
+        .unlock_stack(slug, &p.name(), force)
+        .await
+        .map_err(|e| match e {
+            terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_locked", m),
+            e => e.into(),
+        })
 }
 
 /// The commit the branch points at now, so the run uses exactly that even if the branch
@@ -134,7 +148,10 @@ async fn resolve_commit(repository: &str, branch: &str) -> Option<String> {
         return None;
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace().next().filter(|s| s.len() >= 40).map(str::to_owned)
+    text.split_whitespace()
+        .next()
+        .filter(|s| s.len() >= 40)
+        .map(str::to_owned)
 }
 
 pub async fn trigger_run(
@@ -150,7 +167,9 @@ pub async fn trigger_run(
     if let Some(c) = &commit_sha
         && (c.len() < 7 || !c.chars().all(|ch| ch.is_ascii_hexdigit()))
     {
-        return Err(ApiError::BadRequest(format!("commitSha {c:?} is not a git commit hash")));
+        return Err(ApiError::BadRequest(format!(
+            "commitSha {c:?} is not a git commit hash"
+        )));
     }
     let commit_sha = match commit_sha {
         Some(c) => Some(c),
@@ -164,10 +183,13 @@ pub async fn trigger_run(
         trigger_kind: "user".into(),
         drift_detection: false,
     };
-    let run = scope.create_run(new, &p.name(), st.clock.now()).await.map_err(|e| match e {
-        terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_locked", m),
-        e => e.into(),
-    })?;
+    let run = scope
+        .create_run(new, &p.name(), st.clock.now())
+        .await
+        .map_err(|e| match e {
+            terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_locked", m),
+            e => e.into(),
+        })?;
     st.bus.publish(BusEvent::RunChanged(run.id));
     st.kick_scheduler();
     Ok(run)
@@ -181,7 +203,17 @@ pub async fn decide_run(st: &AppState, p: &Principal, id: RunId, event: RunEvent
     let run = if event == RunEvent::Cancel {
         scope.cancel_run(id, &p.name(), now).await
     } else {
-        scope.transition_run(id, event, RunUpdate { note: Some(note), ..Default::default() }, now).await
+        scope
+            .transition_run(
+                id,
+                event,
+                RunUpdate {
+                    note: Some(note),
+                    ..Default::default()
+                },
+                now,
+            )
+            .await
     }
     .map_err(|e| match e {
         terraplane_store::StoreError::Conflict(m) => ApiError::conflict("invalid_run_state", m),

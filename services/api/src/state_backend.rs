@@ -45,7 +45,18 @@ async fn handle(
         .unwrap_or_default();
     match req.method().as_str() {
         "GET" => get_state(&scope, &p, &stack, query.get("serial")).await,
-        "POST" | "PUT" => post_state(&st, &scope, &p, &stack, &req, &body, query.get("ID").map(String::as_str)).await,
+        "POST" | "PUT" => {
+            post_state(
+                &st,
+                &scope,
+                &p,
+                &stack,
+                &req,
+                &body,
+                query.get("ID").map(String::as_str),
+            )
+            .await
+        }
         "DELETE" => {
             require_user(&p, Action::Admin)?;
             scope.delete_state(stack.id).await.map_err(|e| match e {
@@ -58,7 +69,10 @@ async fn handle(
         "UNLOCK" => unlock(&scope, &p, &stack, &body).await,
         m => Ok(HttpResponse::MethodNotAllowed()
             .insert_header(("Allow", "GET, POST, DELETE, LOCK, UNLOCK"))
-            .json(terraplane_protocol::ErrorBody { code: "method_not_allowed".into(), message: format!("method {m} is not supported") })),
+            .json(terraplane_protocol::ErrorBody {
+                code: "method_not_allowed".into(),
+                message: format!("method {m} is not supported"),
+            })),
     }
 }
 
@@ -70,11 +84,18 @@ fn require_user(p: &Principal, action: Action) -> ApiResult<()> {
     }
 }
 
-async fn get_state(scope: &TenantScope<'_>, p: &Principal, stack: &Stack, serial: Option<&String>) -> ApiResult<HttpResponse> {
+async fn get_state(
+    scope: &TenantScope<'_>,
+    p: &Principal,
+    stack: &Stack,
+    serial: Option<&String>,
+) -> ApiResult<HttpResponse> {
     require_user(p, Action::Read)?;
     let found = match serial {
         Some(s) => {
-            let n: i64 = s.parse().map_err(|_| ApiError::BadRequest(format!("serial {s:?} is not a number")))?;
+            let n: i64 = s
+                .parse()
+                .map_err(|_| ApiError::BadRequest(format!("serial {s:?} is not a number")))?;
             Some(scope.get_state_by_serial(stack.id, n).await?)
         }
         None => scope.get_current_state(stack.id).await?,
@@ -111,7 +132,9 @@ async fn post_state(
     let meta = parse_state(body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let md5 = Md5::digest(body);
     if let Some(h) = req.headers().get("content-md5").and_then(|h| h.to_str().ok()) {
-        let sent = base64::engine::general_purpose::STANDARD.decode(h.trim()).unwrap_or_default();
+        let sent = base64::engine::general_purpose::STANDARD
+            .decode(h.trim())
+            .unwrap_or_default();
         if sent[..] != md5[..] {
             return Err(ApiError::BadRequest("Content-MD5 does not match the body".into()));
         }
@@ -144,10 +167,18 @@ async fn post_state(
 }
 
 fn locked(holder_info: &str) -> HttpResponse {
-    HttpResponse::build(StatusCode::LOCKED).content_type("application/json").body(holder_info.to_owned())
+    HttpResponse::build(StatusCode::LOCKED)
+        .content_type("application/json")
+        .body(holder_info.to_owned())
 }
 
-async fn lock(st: &AppState, scope: &TenantScope<'_>, p: &Principal, stack: &Stack, body: &[u8]) -> ApiResult<HttpResponse> {
+async fn lock(
+    st: &AppState,
+    scope: &TenantScope<'_>,
+    p: &Principal,
+    stack: &Stack,
+    body: &[u8],
+) -> ApiResult<HttpResponse> {
     require_user(p, Action::Write)?;
     let info: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("lock info is not valid JSON: {e}")))?;
@@ -158,12 +189,21 @@ async fn lock(st: &AppState, scope: &TenantScope<'_>, p: &Principal, stack: &Sta
         .ok_or_else(|| ApiError::BadRequest("lock info needs a non-empty \"ID\"".into()))?
         .to_owned();
     let who = info.get("Who").and_then(|v| v.as_str()).unwrap_or_default();
-    let holder = if who.is_empty() { p.name() } else { format!("{} ({who})", p.name()) };
+    let holder = if who.is_empty() {
+        p.name()
+    } else {
+        format!("{} ({who})", p.name())
+    };
     let run_id = match p.actor {
         Actor::Run { run_id, .. } => Some(run_id),
         _ => None,
     };
-    let new = NewLock { lock_id: id, info: info.to_string(), holder, run_id };
+    let new = NewLock {
+        lock_id: id,
+        info: info.to_string(),
+        holder,
+        run_id,
+    };
     match scope.lock_state(stack.id, new, st.clock.now()).await? {
         LockOutcome::Acquired(l) => Ok(HttpResponse::Ok().content_type("application/json").body(l.info)),
         LockOutcome::Held(l) => Ok(locked(&l.info)),
@@ -174,14 +214,25 @@ async fn unlock(scope: &TenantScope<'_>, p: &Principal, stack: &Stack, body: &[u
     let info: Option<serde_json::Value> = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        Some(serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("unlock body is not valid JSON: {e}")))?)
+        Some(
+            serde_json::from_slice(body)
+                .map_err(|e| ApiError::BadRequest(format!("unlock body is not valid JSON: {e}")))?,
+        )
     };
-    let id = info.as_ref().and_then(|i| i.get("ID")).and_then(|v| v.as_str()).filter(|s| !s.is_empty());
+    let id = info
+        .as_ref()
+        .and_then(|i| i.get("ID"))
+        .and_then(|v| v.as_str())
+        .filter(|s| !s.is_empty());
     // `terraform force-unlock` sends an empty body (OpenTofu: only an ID, other fields zero).
     let is_force = match &info {
         None => true,
-        Some(i) => i.get("Who").and_then(|v| v.as_str()).unwrap_or_default().is_empty()
-            && i.get("Created").and_then(|v| v.as_str()).is_none_or(|c| c.is_empty() || c.starts_with("0001-01-01")),
+        Some(i) => {
+            i.get("Who").and_then(|v| v.as_str()).unwrap_or_default().is_empty()
+                && i.get("Created")
+                    .and_then(|v| v.as_str())
+                    .is_none_or(|c| c.is_empty() || c.starts_with("0001-01-01"))
+        }
     };
     if is_force {
         // Forcing someone else's lock open is for people, not for run tokens.

@@ -42,7 +42,11 @@ pub struct RunnerApi {
 impl RunnerApi {
     pub fn new(base: &str, pool_token: &str) -> anyhow::Result<Self> {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
-        Ok(Self { http, base: base.trim_end_matches('/').to_owned(), pool_token: pool_token.to_owned() })
+        Ok(Self {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+            pool_token: pool_token.to_owned(),
+        })
     }
 
     fn url(&self, run: RunId, what: &str) -> String {
@@ -68,44 +72,98 @@ impl RunnerApi {
     }
 
     async fn ok(resp: reqwest::Response) -> Result<(), ApiCallError> {
-        if resp.status().is_success() { Ok(()) } else { Err(Self::refusal(resp).await) }
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(Self::refusal(resp).await)
+        }
     }
 
     pub async fn claim(&self, run: RunId, phase: RunPhase, runner_id: &str) -> Result<JobSpec, ApiCallError> {
-        let body = ClaimRequest { runner_id: runner_id.to_owned(), phase };
-        let resp = self.http.post(self.url(run, "claim")).bearer_auth(&self.pool_token).json(&body).send().await?;
+        let body = ClaimRequest {
+            runner_id: runner_id.to_owned(),
+            phase,
+        };
+        let resp = self
+            .http
+            .post(self.url(run, "claim"))
+            .bearer_auth(&self.pool_token)
+            .json(&body)
+            .send()
+            .await?;
         Self::decode(resp).await
     }
 
     pub async fn heartbeat(&self, spec: &JobSpec) -> Result<HeartbeatResponse, ApiCallError> {
-        let body = HeartbeatRequest { fencing_token: spec.fencing_token };
-        let resp = self.http.post(self.url(spec.run_id, "heartbeat")).bearer_auth(&spec.run_token).json(&body).send().await?;
+        let body = HeartbeatRequest {
+            fencing_token: spec.fencing_token,
+        };
+        let resp = self
+            .http
+            .post(self.url(spec.run_id, "heartbeat"))
+            .bearer_auth(&spec.run_token)
+            .json(&body)
+            .send()
+            .await?;
         Self::decode(resp).await
     }
 
     pub async fn append_log(&self, spec: &JobSpec, seq: i64, data: &str) -> Result<(), ApiCallError> {
-        let body = LogAppend { fencing_token: spec.fencing_token, seq, phase: spec.phase, data: data.to_owned() };
-        let resp = self.http.post(self.url(spec.run_id, "logs")).bearer_auth(&spec.run_token).json(&body).send().await?;
+        let body = LogAppend {
+            fencing_token: spec.fencing_token,
+            seq,
+            phase: spec.phase,
+            data: data.to_owned(),
+        };
+        let resp = self
+            .http
+            .post(self.url(spec.run_id, "logs"))
+            .bearer_auth(&spec.run_token)
+            .json(&body)
+            .send()
+            .await?;
         Self::ok(resp).await
     }
 
     pub async fn progress(&self, spec: &JobSpec, body: &ProgressRequest) -> Result<(), ApiCallError> {
-        let resp = self.http.post(self.url(spec.run_id, "progress")).bearer_auth(&spec.run_token).json(body).send().await?;
+        let resp = self
+            .http
+            .post(self.url(spec.run_id, "progress"))
+            .bearer_auth(&spec.run_token)
+            .json(body)
+            .send()
+            .await?;
         Self::ok(resp).await
     }
 
-    pub async fn upload_plan(&self, spec: &JobSpec, plan_file: &[u8], plan_json: serde_json::Value) -> Result<(), ApiCallError> {
+    pub async fn upload_plan(
+        &self,
+        spec: &JobSpec,
+        plan_file: &[u8],
+        plan_json: serde_json::Value,
+    ) -> Result<(), ApiCallError> {
         let body = serde_json::json!({
             "fencing_token": spec.fencing_token,
             "plan_file": base64::engine::general_purpose::STANDARD.encode(plan_file),
             "plan_json": plan_json,
         });
-        let resp = self.http.put(self.url(spec.run_id, "plan")).bearer_auth(&spec.run_token).json(&body).send().await?;
+        let resp = self
+            .http
+            .put(self.url(spec.run_id, "plan"))
+            .bearer_auth(&spec.run_token)
+            .json(&body)
+            .send()
+            .await?;
         Self::ok(resp).await
     }
 
     pub async fn download_plan(&self, spec: &JobSpec) -> Result<Vec<u8>, ApiCallError> {
-        let resp = self.http.get(self.url(spec.run_id, "plan")).bearer_auth(&spec.run_token).send().await?;
+        let resp = self
+            .http
+            .get(self.url(spec.run_id, "plan"))
+            .bearer_auth(&spec.run_token)
+            .send()
+            .await?;
         if !resp.status().is_success() {
             return Err(Self::refusal(resp).await);
         }
@@ -113,7 +171,13 @@ impl RunnerApi {
     }
 
     pub async fn result(&self, spec: &JobSpec, result: &PhaseResult) -> Result<(), ApiCallError> {
-        let resp = self.http.post(self.url(spec.run_id, "result")).bearer_auth(&spec.run_token).json(result).send().await?;
+        let resp = self
+            .http
+            .post(self.url(spec.run_id, "result"))
+            .bearer_auth(&spec.run_token)
+            .json(result)
+            .send()
+            .await?;
         Self::ok(resp).await
     }
 }

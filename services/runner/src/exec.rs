@@ -55,7 +55,11 @@ pub async fn execute(settings: &RunnerSettings, api: &RunnerApi, spec: JobSpec, 
         tracing::info!(run_id = %spec.run_id, "run ended elsewhere (canceled or lease lost); not reporting");
         return;
     }
-    let result = PhaseResult { fencing_token: spec.fencing_token, phase: spec.phase, outcome };
+    let result = PhaseResult {
+        fencing_token: spec.fencing_token,
+        phase: spec.phase,
+        outcome,
+    };
     if let Err(e) = with_retry(8, || api.result(&spec, &result)).await {
         tracing::error!(run_id = %spec.run_id, error = %e, "cannot report the phase result");
     }
@@ -104,7 +108,9 @@ async fn heartbeat(api: RunnerApi, spec: JobSpec, stop: CancellationToken, done:
                 stop.cancel();
                 return;
             }
-            Err(e) => tracing::warn!(run_id = %spec.run_id, error = %e, "heartbeat failed; will retry"),
+            Err(e) => {
+                tracing::warn!(run_id = %spec.run_id, error = %e, "heartbeat failed; will retry")
+            }
         }
     }
 }
@@ -123,28 +129,59 @@ async fn phase(
     let commit = fetch_source(spec, &src, &home, log, stop).await?;
     let dir = src.join(&spec.project_root);
     if !dir.is_dir() {
-        return Err(Failure(format!("project root {:?} does not exist in the repository", spec.project_root)));
+        return Err(Failure(format!(
+            "project root {:?} does not exist in the repository",
+            spec.project_root
+        )));
     }
     write_backend_override(&dir, &spec.state_address)?;
-    let tf = Terraform { bin: settings.terraform_bin.clone(), dir: dir.clone(), home, token: spec.run_token.clone() };
+    let tf = Terraform {
+        bin: settings.terraform_bin.clone(),
+        dir: dir.clone(),
+        home,
+        token: spec.run_token.clone(),
+    };
     match spec.phase {
         RunPhase::Plan => {
-            let p = ProgressRequest { fencing_token: spec.fencing_token, state: RunState::Initializing, commit_sha: Some(commit) };
+            let p = ProgressRequest {
+                fencing_token: spec.fencing_token,
+                state: RunState::Initializing,
+                commit_sha: Some(commit),
+            };
             with_retry(5, || api.progress(spec, &p)).await?;
-            tf.run(&["init", "-input=false", "-no-color"], log, stop).await?.success()?;
-            let p = ProgressRequest { fencing_token: spec.fencing_token, state: RunState::Planning, commit_sha: None };
+            tf.run(&["init", "-input=false", "-no-color"], log, stop)
+                .await?
+                .success()?;
+            let p = ProgressRequest {
+                fencing_token: spec.fencing_token,
+                state: RunState::Planning,
+                commit_sha: None,
+            };
             with_retry(5, || api.progress(spec, &p)).await?;
-            let code =
-                tf.run(&["plan", "-input=false", "-no-color", "-detailed-exitcode", "-out=terraplane.tfplan"], log, stop).await?;
+            let code = tf
+                .run(
+                    &[
+                        "plan",
+                        "-input=false",
+                        "-no-color",
+                        "-detailed-exitcode",
+                        "-out=terraplane.tfplan",
+                    ],
+                    log,
+                    stop,
+                )
+                .await?;
             let has_changes = match code.0 {
                 Some(0) => false,
                 Some(2) => true,
                 _ => return Err(Failure(format!("terraform plan {}", code.describe()))),
             };
             let plan_file = std::fs::read(dir.join("terraplane.tfplan"))?;
-            let json = tf.capture(&["show", "-json", "-no-color", "terraplane.tfplan"], stop).await?;
-            let plan_json: serde_json::Value =
-                serde_json::from_slice(&json).map_err(|e| Failure(format!("terraform show -json printed invalid JSON: {e}")))?;
+            let json = tf
+                .capture(&["show", "-json", "-no-color", "terraplane.tfplan"], stop)
+                .await?;
+            let plan_json: serde_json::Value = serde_json::from_slice(&json)
+                .map_err(|e| Failure(format!("terraform show -json printed invalid JSON: {e}")))?;
             let summary = PlanSummary::from_plan_json(&plan_json);
             with_retry(5, || api.upload_plan(spec, &plan_file, plan_json.clone())).await?;
             log.line(format!(
@@ -154,7 +191,9 @@ async fn phase(
             Ok(PhaseOutcome::Planned { has_changes, summary })
         }
         RunPhase::Apply => {
-            tf.run(&["init", "-input=false", "-no-color"], log, stop).await?.success()?;
+            tf.run(&["init", "-input=false", "-no-color"], log, stop)
+                .await?
+                .success()?;
             let plan = with_retry(5, || api.download_plan(spec)).await?;
             let sha = hex::encode(Sha256::digest(&plan));
             if spec.plan_sha256.as_deref() != Some(sha.as_str()) {
@@ -165,24 +204,52 @@ async fn phase(
             }
             std::fs::write(dir.join("terraplane.tfplan"), &plan)?;
             log.line(format!("[terraplane] applying the confirmed plan (sha256 {sha})"));
-            tf.run(&["apply", "-input=false", "-no-color", "terraplane.tfplan"], log, stop).await?.success()?;
+            tf.run(&["apply", "-input=false", "-no-color", "terraplane.tfplan"], log, stop)
+                .await?
+                .success()?;
             let out = tf.capture(&["output", "-json", "-no-color"], stop).await?;
-            Ok(PhaseOutcome::Applied { outputs: sanitize_outputs(&out) })
+            Ok(PhaseOutcome::Applied {
+                outputs: sanitize_outputs(&out),
+            })
         }
     }
 }
 
 /// Clones the repository and checks out the run's commit; returns the commit checked out.
-async fn fetch_source(spec: &JobSpec, src: &Path, home: &Path, log: &LogSink, stop: &CancellationToken) -> Result<String, Failure> {
-    log.line(format!("[terraplane] cloning {} (branch {})", spec.repository, spec.branch));
+async fn fetch_source(
+    spec: &JobSpec,
+    src: &Path,
+    home: &Path,
+    log: &LogSink,
+    stop: &CancellationToken,
+) -> Result<String, Failure> {
+    log.line(format!(
+        "[terraplane] cloning {} (branch {})",
+        spec.repository, spec.branch
+    ));
     let src_s = src.to_string_lossy().into_owned();
-    let clone = ["clone", "--quiet", "--no-tags", "--branch", spec.branch.as_str(), "--", spec.repository.as_str(), src_s.as_str()];
+    let clone = [
+        "clone",
+        "--quiet",
+        "--no-tags",
+        "--branch",
+        spec.branch.as_str(),
+        "--",
+        spec.repository.as_str(),
+        src_s.as_str(),
+    ];
     let code = run_logged(git(home, None), &clone, log, stop).await?;
     if code.0 != Some(0) {
         return Err(Failure(format!("git clone {}", code.describe())));
     }
     if let Some(sha) = &spec.commit_sha {
-        let code = run_logged(git(home, Some(src)), &["checkout", "--quiet", "--detach", sha.as_str()], log, stop).await?;
+        let code = run_logged(
+            git(home, Some(src)),
+            &["checkout", "--quiet", "--detach", sha.as_str()],
+            log,
+            stop,
+        )
+        .await?;
         if code.0 != Some(0) {
             return Err(Failure(format!("git checkout {sha} {}", code.describe())));
         }
@@ -226,7 +293,11 @@ impl ExitCode {
         }
     }
     fn success(&self) -> Result<(), Failure> {
-        if self.0 == Some(0) { Ok(()) } else { Err(Failure(format!("terraform {}", self.describe()))) }
+        if self.0 == Some(0) {
+            Ok(())
+        } else {
+            Err(Failure(format!("terraform {}", self.describe())))
+        }
     }
 }
 
@@ -263,7 +334,11 @@ impl Terraform {
     /// Runs and returns stdout (stderr goes nowhere: `show -json` output is the plan).
     async fn capture(&self, args: &[&str], stop: &CancellationToken) -> Result<Vec<u8>, Failure> {
         let mut c = self.command();
-        c.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        c.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
         let out = tokio::select! {
             o = c.output() => o?,
             _ = stop.cancelled() => return Err(Failure("canceled".into())),
@@ -281,9 +356,20 @@ impl Terraform {
 
 /// Runs a command, sending stdout and stderr line by line to the log. On `stop`, sends
 /// SIGINT (terraform stops gracefully and releases its lock), then SIGKILL after 60 s.
-async fn run_logged(mut cmd: tokio::process::Command, args: &[&str], log: &LogSink, stop: &CancellationToken) -> Result<ExitCode, Failure> {
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| Failure(format!("cannot start {:?}: {e}", cmd.as_std().get_program())))?;
+async fn run_logged(
+    mut cmd: tokio::process::Command,
+    args: &[&str],
+    log: &LogSink,
+    stop: &CancellationToken,
+) -> Result<ExitCode, Failure> {
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Failure(format!("cannot start {:?}: {e}", cmd.as_std().get_program())))?;
     let out = child.stdout.take().map(|s| pump(BufReader::new(s), log.clone()));
     let err = child.stderr.take().map(|s| pump(BufReader::new(s), log.clone()));
     let status = tokio::select! {
@@ -307,7 +393,10 @@ async fn run_logged(mut cmd: tokio::process::Command, args: &[&str], log: &LogSi
     Ok(ExitCode(status.code()))
 }
 
-fn pump<R: tokio::io::AsyncRead + Unpin + Send + 'static>(reader: BufReader<R>, log: LogSink) -> tokio::task::JoinHandle<()> {
+fn pump<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    reader: BufReader<R>,
+    log: LogSink,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut lines = reader.lines();
         while let Ok(Some(l)) = lines.next_line().await {
@@ -324,7 +413,11 @@ fn sanitize_outputs(raw: &[u8]) -> serde_json::Value {
     let mut out = serde_json::Map::new();
     for (k, v) in map {
         let sensitive = v.get("sensitive").and_then(|s| s.as_bool()).unwrap_or(false);
-        let value = if sensitive { serde_json::Value::String("<sensitive>".into()) } else { v.get("value").cloned().unwrap_or_default() };
+        let value = if sensitive {
+            serde_json::Value::String("<sensitive>".into())
+        } else {
+            v.get("value").cloned().unwrap_or_default()
+        };
         out.insert(k, serde_json::json!({ "value": value, "sensitive": sensitive }));
     }
     serde_json::Value::Object(out)
@@ -347,7 +440,10 @@ mod tests {
         let d = tempfile::tempdir()?;
         write_backend_override(d.path(), "http://127.0.0.1:1/api/v1/orgs/o/stacks/s/state")?;
         let text = std::fs::read_to_string(d.path().join("terraplane_backend_override.tf"))?;
-        assert!(text.contains(r#"lock_address   = "http://127.0.0.1:1/api/v1/orgs/o/stacks/s/state""#), "{text}");
+        assert!(
+            text.contains(r#"lock_address   = "http://127.0.0.1:1/api/v1/orgs/o/stacks/s/state""#),
+            "{text}"
+        );
         assert!(!text.contains("password"));
         Ok(())
     }

@@ -34,7 +34,10 @@ impl LogShipper {
     pub fn start(api: RunnerApi, spec: JobSpec) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(ship(api, spec, rx));
-        Self { sink: LogSink(tx), task }
+        Self {
+            sink: LogSink(tx),
+            task,
+        }
     }
 
     pub fn sink(&self) -> LogSink {
@@ -72,7 +75,9 @@ async fn ship(api: RunnerApi, spec: JobSpec, mut rx: mpsc::UnboundedReceiver<Str
         while !buf.is_empty() {
             let cut = cut_point(&buf);
             let chunk: String = buf.drain(..cut).collect();
-            with_retry(8, || api.append_log(&spec, seq, &chunk)).await.map_err(|e| e.to_string())?;
+            with_retry(8, || api.append_log(&spec, seq, &chunk))
+                .await
+                .map_err(|e| e.to_string())?;
             seq += 1;
         }
     }

@@ -35,7 +35,13 @@ pub struct TickReport {
 
 impl Scheduler {
     pub fn new(store: Store, queue: Arc<dyn JobQueue>, clock: Arc<dyn Clock>, cfg: SchedulerConfig) -> Self {
-        Self { store, queue, clock, cfg, wake: Arc::new(Notify::new()) }
+        Self {
+            store,
+            queue,
+            clock,
+            cfg,
+            wake: Arc::new(Notify::new()),
+        }
     }
 
     /// Asks the loop to tick now (a run was queued or confirmed in this process).
@@ -118,9 +124,15 @@ impl Scheduler {
         };
         if lease_lost {
             let runner = run.runner_id.as_deref().unwrap_or("unknown");
-            Some(format!("runner {runner} stopped heartbeating while the run was {}{what}", run.state))
+            Some(format!(
+                "runner {runner} stopped heartbeating while the run was {}{what}",
+                run.state
+            ))
         } else if timed_out {
-            Some(format!("run timed out after {} s while {}{what}", self.cfg.run_timeout_secs, run.state))
+            Some(format!(
+                "run timed out after {} s while {}{what}",
+                self.cfg.run_timeout_secs, run.state
+            ))
         } else {
             None
         }
@@ -130,8 +142,9 @@ impl Scheduler {
     fn ready<'r>(&self, runs: &'r [Run], now: DateTime<Utc>) -> Vec<(&'r Run, RunPhase)> {
         let republish = chrono::Duration::seconds(self.cfg.republish_after_secs as i64);
         let due = |r: &Run| r.dispatched_at.is_none_or(|d| now - d > republish);
-        let tracked_active =
-            runs.iter().any(|r| r.run_type == RunType::Tracked && !r.state.is_terminal() && r.state != RunState::Queued);
+        let tracked_active = runs
+            .iter()
+            .any(|r| r.run_type == RunType::Tracked && !r.state.is_terminal() && r.state != RunState::Queued);
         let mut out = Vec::new();
         let mut first_tracked = true;
         for r in runs {

@@ -20,9 +20,22 @@ pub fn ensure_demo_repo(data_dir: &Path) -> anyhow::Result<String> {
         for args in [
             vec!["init", "--quiet", "--initial-branch=main"],
             vec!["add", "main.tf"],
-            vec!["-c", "user.name=Terraplane", "-c", "user.email=demo@terraplane.local", "commit", "--quiet", "-m", "Demo stack"],
+            vec![
+                "-c",
+                "user.name=Terraplane",
+                "-c",
+                "user.email=demo@terraplane.local",
+                "commit",
+                "--quiet",
+                "-m",
+                "Demo stack",
+            ],
         ] {
-            let st = Command::new("git").args(&args).current_dir(&repo).status().context("cannot run git")?;
+            let st = Command::new("git")
+                .args(&args)
+                .current_dir(&repo)
+                .status()
+                .context("cannot run git")?;
             if !st.success() {
                 bail!("git {} failed in {}", args.join(" "), repo.display());
             }
@@ -32,7 +45,12 @@ pub fn ensure_demo_repo(data_dir: &Path) -> anyhow::Result<String> {
     Ok(format!("file://{}", abs.display()))
 }
 
-pub async fn ensure_demo_stack(store: &Store, org: terraplane_domain::OrgId, repository: String, pool: &str) -> anyhow::Result<()> {
+pub async fn ensure_demo_stack(
+    store: &Store,
+    org: terraplane_domain::OrgId,
+    repository: String,
+    pool: &str,
+) -> anyhow::Result<()> {
     let scope = store.scope(org);
     match scope.get_stack_by_slug("demo").await {
         Ok(_) => Ok(()),

@@ -22,7 +22,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub async fn connect_store(cfg: &Config) -> anyhow::Result<Store> {
-    if let Some(path) = cfg.database.url.strip_prefix("sqlite://").and_then(|p| p.split('?').next())
+    if let Some(path) = cfg
+        .database
+        .url
+        .strip_prefix("sqlite://")
+        .and_then(|p| p.split('?').next())
         && let Some(parent) = std::path::Path::new(path).parent()
         && !parent.as_os_str().is_empty()
     {
@@ -42,14 +46,22 @@ pub async fn connect_queue(cfg: &Config, memory: Option<&MemoryQueue>) -> anyhow
     if cfg.queue.url == "memory" {
         return match memory {
             Some(m) => Ok(Arc::new(m.clone())),
-            None => anyhow::bail!("queue.url = memory works only inside `terraplane dev`; set AMQP_URL"),
+            None => {
+                anyhow::bail!("queue.url = memory works only inside `terraplane dev`; set AMQP_URL")
+            }
         };
     }
-    Ok(Arc::new(RabbitQueue::connect(&cfg.queue.url, &cfg.queue.prefix).await.context("cannot connect to RabbitMQ")?))
+    Ok(Arc::new(
+        RabbitQueue::connect(&cfg.queue.url, &cfg.queue.prefix)
+            .await
+            .context("cannot connect to RabbitMQ")?,
+    ))
 }
 
 pub fn required_secret(s: &Option<terraplane_config::Secret>, name: &str) -> anyhow::Result<String> {
-    s.as_ref().map(|s| s.expose().to_owned()).with_context(|| format!("{name} must be set"))
+    s.as_ref()
+        .map(|s| s.expose().to_owned())
+        .with_context(|| format!("{name} must be set"))
 }
 
 pub struct ApiHandle {
@@ -78,7 +90,16 @@ pub async fn start_api(
         Some(u) => u.trim_end_matches('/').to_owned(),
         None => format!("http://{}", listener.local_addr()?),
     };
-    let state = Arc::new(AppState { store, queue, clock, cfg, auth, bus: Bus::default(), public_url, dispatcher });
+    let state = Arc::new(AppState {
+        store,
+        queue,
+        clock,
+        cfg,
+        auth,
+        bus: Bus::default(),
+        public_url,
+        dispatcher,
+    });
     let app = Application::build(state.clone(), listener)?;
     let port = app.port();
     let task = tokio::spawn(app.run_until_stopped(shutdown));
@@ -102,7 +123,9 @@ pub fn find_terraform(cfg: &Config) -> PathBuf {
     if let Some(p) = &cfg.runner.terraform_bin {
         return p.clone();
     }
-    let tools = std::env::var_os("TERRAPLANE_TOOLS_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".tools"));
+    let tools = std::env::var_os("TERRAPLANE_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".tools"));
     let local = tools.join("bin").join("terraform");
     if local.is_file() {
         return std::fs::canonicalize(&local).unwrap_or(local);
@@ -111,13 +134,24 @@ pub fn find_terraform(cfg: &Config) -> PathBuf {
 }
 
 pub fn runner_settings(cfg: &Config, api_url: String) -> anyhow::Result<RunnerSettings> {
-    let id = cfg.runner.id.clone().unwrap_or_else(|| format!("runner-{}", &uuid_like()));
+    let id = cfg
+        .runner
+        .id
+        .clone()
+        .unwrap_or_else(|| format!("runner-{}", &uuid_like()));
     Ok(RunnerSettings {
         id,
         pool: cfg.runner.pool.clone(),
         api_url,
-        pool_token: required_secret(&cfg.runner.pool_token, "runner.pool_token (TERRAPLANE_RUNNER__POOL_TOKEN)")?,
-        work_dir: cfg.runner.work_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("terraplane-runner")),
+        pool_token: required_secret(
+            &cfg.runner.pool_token,
+            "runner.pool_token (TERRAPLANE_RUNNER__POOL_TOKEN)",
+        )?,
+        work_dir: cfg
+            .runner
+            .work_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("terraplane-runner")),
         terraform_bin: find_terraform(cfg),
     })
 }
@@ -129,7 +163,11 @@ fn uuid_like() -> String {
     hex::encode(b)
 }
 
-pub fn start_runner(settings: RunnerSettings, queue: Arc<dyn JobQueue>, shutdown: CancellationToken) -> anyhow::Result<JoinHandle<()>> {
+pub fn start_runner(
+    settings: RunnerSettings,
+    queue: Arc<dyn JobQueue>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<JoinHandle<()>> {
     let runner = Runner::new(settings, queue)?;
     Ok(tokio::spawn(async move {
         if let Err(e) = runner.run_until_stopped(shutdown).await {

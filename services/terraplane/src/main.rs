@@ -12,7 +12,11 @@ use terraplane_queue::memory::MemoryQueue;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
-#[command(name = "terraplane", version, about = "Terraplane: a control plane for Terraform and OpenTofu")]
+#[command(
+    name = "terraplane",
+    version,
+    about = "Terraplane: a control plane for Terraform and OpenTofu"
+)]
 struct Cli {
     /// TOML configuration file (then TERRAPLANE_<SECTION>__<KEY> environment variables).
     #[arg(long, global = true, env = "TERRAPLANE_CONFIG")]
@@ -88,7 +92,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = connect_store(&cfg).await?;
             let queue = connect_queue(&cfg, None).await?;
             terraplane_api::bootstrap::seed(&store, &cfg, chrono::Utc::now()).await?;
-            let listener = TcpListener::bind(&cfg.api.listen).with_context(|| format!("cannot listen on {}", cfg.api.listen))?;
+            let listener =
+                TcpListener::bind(&cfg.api.listen).with_context(|| format!("cannot listen on {}", cfg.api.listen))?;
             let shutdown = shutdown_on_signal().await;
             let api = start_api(cfg.clone(), store, queue, system_clock(), listener, shutdown).await?;
             tracing::info!(port = api.port, "api listening");
@@ -162,7 +167,15 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
     demo::ensure_demo_stack(&store, seeded.org.id, repo, &cfg.runner.pool).await?;
 
     let shutdown = shutdown_on_signal().await;
-    let api = start_api(cfg.clone(), store.clone(), queue.clone(), clock.clone(), listener, shutdown.clone()).await?;
+    let api = start_api(
+        cfg.clone(),
+        store.clone(),
+        queue.clone(),
+        clock.clone(),
+        listener,
+        shutdown.clone(),
+    )
+    .await?;
     let sched = start_scheduler(&cfg, store, queue.clone(), clock, shutdown.clone());
     let settings = runner_settings(&cfg, format!("http://{addr}"))?;
     let terraform = settings.terraform_bin.clone();
@@ -172,8 +185,14 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
     println!("  data directory: {}", data_dir.display());
     println!("  terraform:      {}", terraform.display());
     match &seeded.generated_password {
-        Some(p) => println!("  log in:         tpctl login --endpoint http://{addr} --email {} --password {p}", seeded.admin.email),
-        None => println!("  log in:         tpctl login --endpoint http://{addr} --email {} (password from TERRAPLANE_ADMIN_PASSWORD or the first start)", seeded.admin.email),
+        Some(p) => println!(
+            "  log in:         tpctl login --endpoint http://{addr} --email {} --password {p}",
+            seeded.admin.email
+        ),
+        None => println!(
+            "  log in:         tpctl login --endpoint http://{addr} --email {} (password from TERRAPLANE_ADMIN_PASSWORD or the first start)",
+            seeded.admin.email
+        ),
     }
     if cfg.bootstrap.token.is_some() {
         println!("  API key:        the value of TERRAPLANE_BOOTSTRAP_TOKEN (admin)");

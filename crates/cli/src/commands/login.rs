@@ -34,20 +34,14 @@ pub async fn login(
 ) -> Result<()> {
     let path = config::config_path(ctx.env).ok_or(ConfigError::NoPath)?;
     let file = config::load(&path)?;
-    let endpoint = [
-        flag_endpoint,
-        (ctx.env)(config::ENV_ENDPOINT),
-        file.endpoint,
-    ]
-    .into_iter()
-    .flatten()
-    .map(|e| e.trim().trim_end_matches('/').to_owned())
-    .find(|e| !e.is_empty())
-    .ok_or_else(|| anyhow!("no endpoint: pass --endpoint URL or set TPCTL_ENDPOINT"))?;
+    let endpoint = [flag_endpoint, (ctx.env)(config::ENV_ENDPOINT), file.endpoint]
+        .into_iter()
+        .flatten()
+        .map(|e| e.trim().trim_end_matches('/').to_owned())
+        .find(|e| !e.is_empty())
+        .ok_or_else(|| anyhow!("no endpoint: pass --endpoint URL or set TPCTL_ENDPOINT"))?;
     let client = Client::new(&endpoint, None)?;
-    let token = flag_token
-        .map(|t| t.trim().to_owned())
-        .filter(|t| !t.is_empty());
+    let token = flag_token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
 
     let (token, result) = match token {
         Some(token) => {
@@ -63,10 +57,7 @@ pub async fn login(
             if let Some(org) = &args.org
                 && org != &me.organization.slug
             {
-                bail!(
-                    "the token belongs to organization {}, not {org}",
-                    me.organization.slug
-                );
+                bail!("the token belongs to organization {}, not {org}", me.organization.slug);
             }
             let out = LoginOutput {
                 endpoint: endpoint.clone(),
@@ -82,9 +73,7 @@ pub async fn login(
             let email = match args.email {
                 Some(e) => e,
                 None if std::io::stdin().is_terminal() => prompt_line(ctx, "Email: ")?,
-                None => bail!(
-                    "--email is required when stdin is not a terminal (or log in with --token)"
-                ),
+                None => bail!("--email is required when stdin is not a terminal (or log in with --token)"),
             };
             let password = match (args.password, args.password_stdin) {
                 (Some(p), _) => p,
@@ -140,9 +129,7 @@ pub async fn login(
             s
         }
     };
-    ctx.out
-        .write_all(text.as_bytes())
-        .context("cannot write to stdout")
+    ctx.out.write_all(text.as_bytes()).context("cannot write to stdout")
 }
 
 /// A refused login is reported as it is, without `main`'s "log in again" hint.

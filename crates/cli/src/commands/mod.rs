@@ -30,9 +30,9 @@ pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
     let endpoint = settings.endpoint.ok_or_else(|| {
         anyhow!("no endpoint: pass --endpoint URL, set TPCTL_ENDPOINT, or run `tpctl login --endpoint URL`")
     })?;
-    let token = settings.token.ok_or_else(|| {
-        anyhow!("not logged in to {endpoint}: run `tpctl login`, or pass --token / set TPCTL_TOKEN")
-    })?;
+    let token = settings
+        .token
+        .ok_or_else(|| anyhow!("not logged in to {endpoint}: run `tpctl login`, or pass --token / set TPCTL_TOKEN"))?;
     let client = Client::new(&endpoint, Some(token))?;
     let mut app = App {
         client,
@@ -62,10 +62,7 @@ impl App<'_, '_> {
 
     /// The command's result on stdout.
     fn out(&mut self, s: &str) -> Result<()> {
-        self.ctx
-            .out
-            .write_all(s.as_bytes())
-            .context("cannot write to stdout")
+        self.ctx.out.write_all(s.as_bytes()).context("cannot write to stdout")
     }
 
     fn out_bytes(&mut self, b: &[u8]) -> Result<()> {
@@ -79,10 +76,7 @@ impl App<'_, '_> {
     /// Progress and remarks: stdout for people, stderr when stdout carries JSON.
     fn note(&mut self, s: &str) -> Result<()> {
         if self.json_mode() {
-            self.ctx
-                .err
-                .write_all(s.as_bytes())
-                .context("cannot write to stderr")
+            self.ctx.err.write_all(s.as_bytes()).context("cannot write to stderr")
         } else {
             self.out(s)
         }
@@ -90,10 +84,7 @@ impl App<'_, '_> {
 
     /// Always stderr (e.g. "no stacks" stays out of pipelines).
     fn remark(&mut self, s: &str) -> Result<()> {
-        self.ctx
-            .err
-            .write_all(s.as_bytes())
-            .context("cannot write to stderr")
+        self.ctx.err.write_all(s.as_bytes()).context("cannot write to stderr")
     }
 
     fn json<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<()> {
@@ -103,11 +94,7 @@ impl App<'_, '_> {
     }
 
     /// `v` as JSON, or as `human` renders it.
-    fn show<T: Serialize + ?Sized>(
-        &mut self,
-        v: &T,
-        human: impl FnOnce(&T) -> String,
-    ) -> Result<()> {
+    fn show<T: Serialize + ?Sized>(&mut self, v: &T, human: impl FnOnce(&T) -> String) -> Result<()> {
         if self.json_mode() {
             self.json(v)
         } else {
@@ -130,10 +117,6 @@ impl App<'_, '_> {
 fn transient(e: &ClientError) -> bool {
     matches!(
         e,
-        ClientError::Transport(_)
-            | ClientError::Http {
-                status: 502..=504,
-                ..
-            }
+        ClientError::Transport(_) | ClientError::Http { status: 502..=504, .. }
     )
 }

@@ -16,15 +16,8 @@ impl App<'_, '_> {
                 commit,
                 wait,
             } => {
-                let t = if proposed {
-                    RunType::Proposed
-                } else {
-                    RunType::Tracked
-                };
-                let run = self
-                    .client
-                    .run_trigger_with(&stack, &t, commit.as_deref())
-                    .await?;
+                let t = if proposed { RunType::Proposed } else { RunType::Tracked };
+                let run = self.client.run_trigger_with(&stack, &t, commit.as_deref()).await?;
                 if !wait {
                     return self.show(&run, |r| {
                         format!(
@@ -92,11 +85,7 @@ impl App<'_, '_> {
             let mut lines = String::new();
             for ev in run.events.iter().skip(seen_events) {
                 if last.as_ref() != Some(&ev.state) {
-                    lines.push_str(&output::transition(
-                        &ev.at,
-                        ev.state.as_str(),
-                        ev.note.as_deref(),
-                    ));
+                    lines.push_str(&output::transition(&ev.at, ev.state.as_str(), ev.note.as_deref()));
                     last = Some(ev.state.clone());
                 }
             }
@@ -107,11 +96,7 @@ impl App<'_, '_> {
             let done = run.terminal || run.state == RunState::Unconfirmed;
             let recorded = run.events.iter().any(|e| e.state == run.state);
             if (run.events.is_empty() || (done && !recorded)) && last.as_ref() != Some(&run.state) {
-                lines.push_str(&output::transition(
-                    &run.updated_at,
-                    run.state.as_str(),
-                    None,
-                ));
+                lines.push_str(&output::transition(&run.updated_at, run.state.as_str(), None));
                 last = Some(run.state.clone());
             }
             if !lines.is_empty() {
@@ -130,10 +115,7 @@ impl App<'_, '_> {
         if self.json_mode() {
             self.json(run)?;
         }
-        let plan = run
-            .plan_summary
-            .map(|p| format!(" (plan {p})"))
-            .unwrap_or_default();
+        let plan = run.plan_summary.map(|p| format!(" (plan {p})")).unwrap_or_default();
         if run.state == RunState::Unconfirmed && !run.terminal {
             return self.note(&format!(
                 "Run {id} is waiting for a decision{plan}: `tpctl run confirm {id}` or `tpctl run discard {id}`\n",

@@ -12,9 +12,7 @@ impl App<'_, '_> {
         match cmd {
             StackCommand::Create(a) => {
                 let s = self.client.stack_create(&create_input(a)).await?;
-                self.show(&s, |s| {
-                    format!("Created stack {}\n\n{}", s.id, output::stack(s))
-                })
+                self.show(&s, |s| format!("Created stack {}\n\n{}", s.id, output::stack(s)))
             }
             StackCommand::List => {
                 let stacks = self.client.stacks().await?;
@@ -33,11 +31,7 @@ impl App<'_, '_> {
             }
             StackCommand::Lock { stack, note } => {
                 let s = self.client.stack_lock(&stack, note.as_deref()).await?;
-                let holder = s
-                    .lock
-                    .as_ref()
-                    .map(|l| l.holder.clone())
-                    .unwrap_or_default();
+                let holder = s.lock.as_ref().map(|l| l.holder.clone()).unwrap_or_default();
                 self.show(&s, |s| format!("Stack {} locked by {holder}\n", s.id))
             }
             StackCommand::Unlock { stack, force } => {

@@ -30,10 +30,7 @@ impl App<'_, '_> {
                     },
                 }
             }
-            StateCommand::Unlock {
-                stack,
-                force: false,
-            } => {
+            StateCommand::Unlock { stack, force: false } => {
                 let s = self
                     .client
                     .stack(&stack)
@@ -52,10 +49,7 @@ impl App<'_, '_> {
             StateCommand::Unlock { stack, force: true } => {
                 let l = self.client.state_force_unlock(&stack).await?;
                 self.show(&l, |l| {
-                    format!(
-                        "Released the state lock of stack {stack}\n{}",
-                        output::state_lock(l)
-                    )
+                    format!("Released the state lock of stack {stack}\n{}", output::state_lock(l))
                 })
             }
         }

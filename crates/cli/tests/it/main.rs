@@ -42,10 +42,7 @@ async fn tpctl(env: &HashMap<String, String>, args: &[&str]) -> Result<Outcome, 
 /// Environment pointing at the server with a token, config in a temp dir.
 fn env_for(srv: &MockServer, home: &tempfile::TempDir) -> HashMap<String, String> {
     HashMap::from([
-        (
-            "HOME".to_owned(),
-            home.path().to_string_lossy().into_owned(),
-        ),
+        ("HOME".to_owned(), home.path().to_string_lossy().into_owned()),
         ("TPCTL_ENDPOINT".to_owned(), srv.url()),
         ("TPCTL_TOKEN".to_owned(), "tok".to_owned()),
     ])
@@ -150,12 +147,7 @@ async fn trigger_wait_trusts_events_newer_than_the_state() -> TestResult {
     let home = tempfile::tempdir()?;
     let o = tpctl(&env_for(&srv, &home), &["run", "trigger", "net", "--wait"]).await?;
     o.result?;
-    let states: Vec<&str> = o
-        .out
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split("  ").nth(1))
-        .collect();
+    let states: Vec<&str> = o.out.lines().skip(1).filter_map(|l| l.split("  ").nth(1)).collect();
     assert_eq!(
         states,
         ["QUEUED", "PREPARING", "INITIALIZING", "UNCONFIRMED"],
@@ -172,15 +164,7 @@ async fn trigger_wait_fails_when_the_run_fails() -> TestResult {
     let home = tempfile::tempdir()?;
     let o = tpctl(
         &env_for(&srv, &home),
-        &[
-            "-o",
-            "json",
-            "run",
-            "trigger",
-            "net",
-            "--proposed",
-            "--wait",
-        ],
+        &["-o", "json", "run", "trigger", "net", "--proposed", "--wait"],
     )
     .await?;
     let err = o.result.err().ok_or("expected a failure")?;
@@ -191,11 +175,7 @@ async fn trigger_wait_fails_when_the_run_fails() -> TestResult {
     // JSON mode: the final run on stdout, progress on stderr.
     let v: Value = serde_json::from_str(&o.out)?;
     assert_eq!(v["state"], "FAILED");
-    assert!(
-        o.err.contains("PLANNING") && o.err.contains("FAILED"),
-        "{}",
-        o.err
-    );
+    assert!(o.err.contains("PLANNING") && o.err.contains("FAILED"), "{}", o.err);
     assert!(query(&srv.requests()[0]).contains("type: PROPOSED"));
     Ok(())
 }
@@ -215,11 +195,7 @@ async fn trigger_wait_discarded_is_a_failure_and_finished_a_success() -> TestRes
     let srv = run_server(FINISHED).await?;
     let o = tpctl(&env_for(&srv, &home), &["run", "trigger", "net", "--wait"]).await?;
     o.result?;
-    assert!(
-        o.out.ends_with("Run run-1 finished (plan +1 ~0 -0)\n"),
-        "{}",
-        o.out
-    );
+    assert!(o.out.ends_with("Run run-1 finished (plan +1 ~0 -0)\n"), "{}", o.out);
     Ok(())
 }
 
@@ -268,10 +244,7 @@ async fn login_with_token_checks_it_and_saves_a_private_config() -> TestResult {
     })
     .await?;
     let home = tempfile::tempdir()?;
-    let env = HashMap::from([(
-        "HOME".to_owned(),
-        home.path().to_string_lossy().into_owned(),
-    )]);
+    let env = HashMap::from([("HOME".to_owned(), home.path().to_string_lossy().into_owned())]);
     let endpoint = format!("{}/", srv.url());
 
     let o = tpctl(&env, &["login", "--endpoint", &endpoint, "--token", "bad"]).await?;
@@ -285,15 +258,7 @@ async fn login_with_token_checks_it_and_saves_a_private_config() -> TestResult {
 
     let o = tpctl(
         &env,
-        &[
-            "login",
-            "--endpoint",
-            &endpoint,
-            "--token",
-            "key-1",
-            "--org",
-            "other",
-        ],
+        &["login", "--endpoint", &endpoint, "--token", "key-1", "--org", "other"],
     )
     .await?;
     assert_eq!(
@@ -301,11 +266,7 @@ async fn login_with_token_checks_it_and_saves_a_private_config() -> TestResult {
         Some("the token belongs to organization acme, not other")
     );
 
-    let o = tpctl(
-        &env,
-        &["login", "--endpoint", &endpoint, "--token", "key-1"],
-    )
-    .await?;
+    let o = tpctl(&env, &["login", "--endpoint", &endpoint, "--token", "key-1"]).await?;
     o.result?;
     assert!(
         o.out.starts_with(&format!(
@@ -320,10 +281,7 @@ async fn login_with_token_checks_it_and_saves_a_private_config() -> TestResult {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&path)?.permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
     }
 
     // Later commands need neither flag nor environment.
@@ -336,19 +294,14 @@ async fn login_with_token_checks_it_and_saves_a_private_config() -> TestResult {
 #[tokio::test]
 async fn login_with_password_sends_email_password_and_org() -> TestResult {
     let srv = MockServer::start(|_| {
-        data(
-            json!({"login": {"token": "jwt", "expiresAt": "2026-03-02T12:00:00Z",
-                              "organization": {"id": "o1", "slug": "acme", "name": "Acme"}}}),
-        )
+        data(json!({"login": {"token": "jwt", "expiresAt": "2026-03-02T12:00:00Z",
+                              "organization": {"id": "o1", "slug": "acme", "name": "Acme"}}}))
     })
     .await?;
     let home = tempfile::tempdir()?;
     let cfg = home.path().join("tp.json");
     let env = HashMap::from([
-        (
-            "TPCTL_CONFIG".to_owned(),
-            cfg.to_string_lossy().into_owned(),
-        ),
+        ("TPCTL_CONFIG".to_owned(), cfg.to_string_lossy().into_owned()),
         ("TPCTL_ENDPOINT".to_owned(), srv.url()),
     ]);
     let o = tpctl(
@@ -371,15 +324,8 @@ async fn login_with_password_sends_email_password_and_org() -> TestResult {
         json!({"email": "ada@example.com", "password": "pw", "organization": "acme"})
     );
     assert!(srv.requests()[0].header("authorization").is_none());
-    assert_eq!(
-        serde_json::from_slice::<Value>(&std::fs::read(&cfg)?)?["token"],
-        "jwt"
-    );
-    assert!(
-        o.out.contains("session expires 2026-03-02 12:00:00 UTC"),
-        "{}",
-        o.out
-    );
+    assert_eq!(serde_json::from_slice::<Value>(&std::fs::read(&cfg)?)?["token"], "jwt");
+    assert!(o.out.contains("session expires 2026-03-02 12:00:00 UTC"), "{}", o.out);
     Ok(())
 }
 
@@ -402,12 +348,11 @@ async fn state_unlock_without_force_refuses_and_names_the_holder() -> TestResult
     let home = tempfile::tempdir()?;
     let o = tpctl(&env_for(&srv, &home), &["state", "unlock", "net"]).await?;
     let msg = o.result.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(msg.starts_with("refusing to release the state lock of stack net held by runner-7 (run run-9) without --force"), "{msg}");
     assert!(
-        srv.requests()
-            .iter()
-            .all(|r| !query(r).contains("stateForceUnlock"))
+        msg.starts_with("refusing to release the state lock of stack net held by runner-7 (run run-9) without --force"),
+        "{msg}"
     );
+    assert!(srv.requests().iter().all(|r| !query(r).contains("stateForceUnlock")));
     Ok(())
 }
 
@@ -419,10 +364,7 @@ async fn state_pull_writes_the_raw_state_of_the_viewers_org() -> TestResult {
             Reply::bytes(200, b"{\"version\":4,\"serial\":4}\n".to_vec())
         }
         "/api/v1/orgs/acme/stacks/net/state" => Reply::text(204, ""),
-        _ => Reply::json(
-            404,
-            json!({"code": "not_found", "message": "stack not found"}),
-        ),
+        _ => Reply::json(404, json!({"code": "not_found", "message": "stack not found"})),
     })
     .await?;
     let home = tempfile::tempdir()?;
@@ -455,10 +397,7 @@ async fn state_pull_writes_the_raw_state_of_the_viewers_org() -> TestResult {
 #[tokio::test]
 async fn missing_endpoint_or_token_is_explained() -> TestResult {
     let home = tempfile::tempdir()?;
-    let env = HashMap::from([(
-        "HOME".to_owned(),
-        home.path().to_string_lossy().into_owned(),
-    )]);
+    let env = HashMap::from([("HOME".to_owned(), home.path().to_string_lossy().into_owned())]);
     let o = tpctl(&env, &["stack", "list"]).await?;
     assert!(
         o.result
@@ -487,10 +426,7 @@ async fn api_errors_are_reported_with_the_server_message() -> TestResult {
     let home = tempfile::tempdir()?;
     let o = tpctl(&env_for(&srv, &home), &["run", "trigger", "net"]).await?;
     let err = o.result.err().ok_or("expected an error")?;
-    assert_eq!(
-        terraplane_cli::error_message(&err),
-        "stack net is locked by bob"
-    );
+    assert_eq!(terraplane_cli::error_message(&err), "stack net is locked by bob");
     Ok(())
 }
 

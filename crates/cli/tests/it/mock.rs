@@ -96,11 +96,7 @@ impl MockServer {
                 });
             }
         });
-        Ok(Self {
-            addr,
-            requests,
-            task,
-        })
+        Ok(Self { addr, requests, task })
     }
 
     pub fn url(&self) -> String {

@@ -21,10 +21,7 @@ fn run_json(state: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn sends_bearer_token_query_and_variables() -> TestResult {
-    let srv = MockServer::start(|_| {
-        Reply::json(200, json!({"data": {"runTrigger": run_json("QUEUED")}}))
-    })
-    .await?;
+    let srv = MockServer::start(|_| Reply::json(200, json!({"data": {"runTrigger": run_json("QUEUED")}}))).await?;
     let c = Client::new(&srv.url(), Some("tok-123".into()))?;
     let run = c.run_trigger("net", true).await?;
     assert_eq!(run.state, RunState::Queued);
@@ -38,14 +35,8 @@ async fn sends_bearer_token_query_and_variables() -> TestResult {
     assert_eq!(r.header("authorization").as_deref(), Some("Bearer tok-123"));
     let body: serde_json::Value = serde_json::from_slice(&r.body)?;
     let q = body["query"].as_str().unwrap_or_default();
-    assert!(
-        q.contains("runTrigger(stackId: $stackId, type: PROPOSED"),
-        "{q}"
-    );
-    assert_eq!(
-        body["variables"],
-        json!({"stackId": "net", "commitSha": null})
-    );
+    assert!(q.contains("runTrigger(stackId: $stackId, type: PROPOSED"), "{q}");
+    assert_eq!(body["variables"], json!({"stackId": "net", "commitSha": null}));
     Ok(())
 }
 
@@ -78,10 +69,7 @@ async fn graphql_errors_become_api_errors_with_their_code() -> TestResult {
 async fn http_401_is_unauthenticated() -> TestResult {
     let srv = MockServer::start(|_| Reply::text(401, "")).await?;
     let err = Client::new(&srv.url(), None)?.me().await.err();
-    assert!(
-        err.as_ref().is_some_and(ClientError::is_unauthenticated),
-        "{err:?}"
-    );
+    assert!(err.as_ref().is_some_and(ClientError::is_unauthenticated), "{err:?}");
     Ok(())
 }
 
@@ -100,29 +88,17 @@ async fn missing_stack_and_run_are_none() -> TestResult {
     let c = Client::new(&srv.url(), Some("t".into()))?;
     assert!(c.stack("nope").await?.is_none());
     assert!(c.run("nope").await?.is_none());
-    assert!(
-        c.logs("nope", None)
-            .await
-            .err()
-            .is_some_and(|e| e.is_not_found())
-    );
+    assert!(c.logs("nope", None).await.err().is_some_and(|e| e.is_not_found()));
     Ok(())
 }
 
 #[tokio::test]
 async fn state_pull_reads_raw_bytes_no_content_and_errors() -> TestResult {
     let srv = MockServer::start(|r| match (r.path.as_str(), r.query.as_deref()) {
-        ("/base/api/v1/orgs/acme/stacks/net/state", None) => {
-            Reply::bytes(200, b"{\"serial\":3}".to_vec())
-        }
-        ("/base/api/v1/orgs/acme/stacks/net/state", Some("serial=2")) => {
-            Reply::bytes(200, b"{\"serial\":2}".to_vec())
-        }
+        ("/base/api/v1/orgs/acme/stacks/net/state", None) => Reply::bytes(200, b"{\"serial\":3}".to_vec()),
+        ("/base/api/v1/orgs/acme/stacks/net/state", Some("serial=2")) => Reply::bytes(200, b"{\"serial\":2}".to_vec()),
         ("/base/api/v1/orgs/acme/stacks/empty/state", _) => Reply::text(204, ""),
-        _ => Reply::json(
-            404,
-            json!({"code": "not_found", "message": "stack not found"}),
-        ),
+        _ => Reply::json(404, json!({"code": "not_found", "message": "stack not found"})),
     })
     .await?;
     let c = Client::new(&format!("{}/base", srv.url()), Some("k".into()))?;
@@ -136,10 +112,7 @@ async fn state_pull_reads_raw_bytes_no_content_and_errors() -> TestResult {
     );
     assert_eq!(c.state_pull("acme", "empty", None).await?, None);
     let err = c.state_pull("acme", "gone", None).await.err();
-    assert!(
-        err.as_ref().is_some_and(ClientError::is_not_found),
-        "{err:?}"
-    );
+    assert!(err.as_ref().is_some_and(ClientError::is_not_found), "{err:?}");
     assert!(
         srv.requests()
             .iter()
@@ -151,13 +124,8 @@ async fn state_pull_reads_raw_bytes_no_content_and_errors() -> TestResult {
 #[tokio::test]
 async fn transport_failure_is_not_an_api_error() -> TestResult {
     // Bind and drop to get a port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let err = Client::new(&format!("http://127.0.0.1:{port}"), None)?
-        .me()
-        .await
-        .err();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let err = Client::new(&format!("http://127.0.0.1:{port}"), None)?.me().await.err();
     assert!(matches!(err, Some(ClientError::Transport(_))), "{err:?}");
     Ok(())
 }

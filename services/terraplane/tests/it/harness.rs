@@ -44,7 +44,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { runners: 1, lease_secs: 30, heartbeat_secs: 2, max_state_bytes: 64 * 1024 * 1024, terraform_bin: None }
+        Self {
+            runners: 1,
+            lease_secs: 30,
+            heartbeat_secs: 2,
+            max_state_bytes: 64 * 1024 * 1024,
+            terraform_bin: None,
+        }
     }
 }
 
@@ -75,14 +81,21 @@ pub fn terraform_bin() -> PathBuf {
         return PathBuf::from(p);
     }
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin/terraform");
-    assert!(p.is_file(), "terraform not found at {}: run scripts/install-terraform.sh", p.display());
+    assert!(
+        p.is_file(),
+        "terraform not found at {}: run scripts/install-terraform.sh",
+        p.display()
+    );
     std::fs::canonicalize(p).unwrap()
 }
 
 /// Skips (returns None) when the backend's services are unreachable, except under CI.
 pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
     if std::env::var_os("TEST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt().with_env_filter("info,sqlx=warn").with_test_writer().try_init();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("info,sqlx=warn")
+            .with_test_writer()
+            .try_init();
     }
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = Config::default();
@@ -114,7 +127,10 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
                 Err(e) => panic!("PostgreSQL unreachable under CI=true: {e}"),
             };
             let name = format!("tp_test_{}", uuid::Uuid::new_v4().simple());
-            admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.unwrap();
+            admin
+                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap();
             cfg.database.url = format!("postgres://postgres@127.0.0.1:5432/{name}");
             pg_db = Some(name);
             let prefix = format!("tp-test-{}", uuid::Uuid::new_v4().simple());
@@ -137,9 +153,16 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
     terraplane_api::bootstrap::seed(&store, &cfg, Utc::now()).await.unwrap();
     let shutdown = CancellationToken::new();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let api = start_api(cfg.clone(), store.clone(), queue.clone(), system_clock(), listener, shutdown.clone())
-        .await
-        .unwrap();
+    let api = start_api(
+        cfg.clone(),
+        store.clone(),
+        queue.clone(),
+        system_clock(),
+        listener,
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
     let base = format!("http://127.0.0.1:{}", api.port);
     start_scheduler(&cfg, store.clone(), queue.clone(), system_clock(), shutdown.clone());
     let client = Client::new(&base, Some(ADMIN_TOKEN.into())).unwrap();
@@ -215,12 +238,22 @@ impl TestApp {
 
     pub async fn wait_state(&self, id: &str, state: RunState, secs: u64) -> Run {
         let run = self.wait_run(id, secs, |r| r.state == state || r.terminal).await;
-        assert_eq!(run.state, state, "run {id} ended as {} (error {:?})", run.state, run.error);
+        assert_eq!(
+            run.state, state,
+            "run {id} ended as {} (error {:?})",
+            run.state, run.error
+        );
         run
     }
 
     pub async fn log_text(&self, id: &str) -> String {
-        self.client.logs(id, None).await.unwrap().into_iter().map(|c| c.data).collect()
+        self.client
+            .logs(id, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.data)
+            .collect()
     }
 
     pub fn http(&self) -> reqwest::Client {
@@ -245,7 +278,9 @@ impl TestApp {
         if let Some(db) = &self.pg_db
             && let Ok(admin) = Database::connect(PG_ADMIN_URL).await
         {
-            let _ = admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).await;
+            let _ = admin
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+                .await;
         }
     }
 }
@@ -261,9 +296,22 @@ pub fn git_repo(dir: &Path, files: &[(&str, &str)]) -> String {
     for args in [
         vec!["init", "--quiet", "--initial-branch=main"],
         vec!["add", "-A"],
-        vec!["-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "init"],
+        vec![
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            "init",
+        ],
     ] {
-        let st = std::process::Command::new("git").args(&args).current_dir(dir).status().unwrap();
+        let st = std::process::Command::new("git")
+            .args(&args)
+            .current_dir(dir)
+            .status()
+            .unwrap();
         assert!(st.success(), "git {args:?}");
     }
     format!("file://{}", dir.display())

@@ -17,29 +17,57 @@ async fn tracked_run_lifecycle(app: TestApp) {
     app.stack("net", &repo, false).await;
     let run = app.client.run_trigger("net", false).await.unwrap();
     assert_eq!(run.state, RunState::Queued);
-    assert!(run.commit_sha.as_deref().is_some_and(|c| c.len() == 40), "commit pinned at trigger: {:?}", run.commit_sha);
+    assert!(
+        run.commit_sha.as_deref().is_some_and(|c| c.len() == 40),
+        "commit pinned at trigger: {:?}",
+        run.commit_sha
+    );
     let run = app.wait_state(&run.id, RunState::Unconfirmed, 60).await;
-    assert_eq!(states(&run), ["QUEUED", "PREPARING", "INITIALIZING", "PLANNING", "UNCONFIRMED"]);
+    assert_eq!(
+        states(&run),
+        ["QUEUED", "PREPARING", "INITIALIZING", "PLANNING", "UNCONFIRMED"]
+    );
     let s = run.plan_summary.clone().unwrap();
     assert_eq!((s.add, s.change, s.destroy), (2, 0, 0));
     // The stored plan is redacted: the sensitive output's value never appears.
     let plan: serde_json::Value = app
         .client
-        .graphql::<serde_json::Value>("query($id: ID!) { run(id: $id) { plan } }", serde_json::json!({ "id": run.id }))
+        .graphql::<serde_json::Value>(
+            "query($id: ID!) { run(id: $id) { plan } }",
+            serde_json::json!({ "id": run.id }),
+        )
         .await
         .unwrap();
     let plan_text = plan.to_string();
     assert!(plan_text.contains("terraform_data.a"), "{plan_text}");
-    assert!(!plan_text.contains("hunter2"), "sensitive value leaked into the plan JSON");
-    assert!(app.client.state_versions("net").await.unwrap().is_empty(), "planning writes no state");
+    assert!(
+        !plan_text.contains("hunter2"),
+        "sensitive value leaked into the plan JSON"
+    );
+    assert!(
+        app.client.state_versions("net").await.unwrap().is_empty(),
+        "planning writes no state"
+    );
 
     app.client.run_confirm(&run.id).await.unwrap();
     let run = app.wait_state(&run.id, RunState::Finished, 60).await;
     assert_eq!(
         states(&run),
-        ["QUEUED", "PREPARING", "INITIALIZING", "PLANNING", "UNCONFIRMED", "CONFIRMED", "APPLYING", "FINISHED"]
+        [
+            "QUEUED",
+            "PREPARING",
+            "INITIALIZING",
+            "PLANNING",
+            "UNCONFIRMED",
+            "CONFIRMED",
+            "APPLYING",
+            "FINISHED"
+        ]
     );
-    assert!(run.events.windows(2).all(|w| w[0].at <= w[1].at), "event times are ordered");
+    assert!(
+        run.events.windows(2).all(|w| w[0].at <= w[1].at),
+        "event times are ordered"
+    );
     let outputs = run.outputs.clone().unwrap();
     assert_eq!(outputs["a"]["value"], "alpha");
     assert_eq!(outputs["secret"]["value"], "<sensitive>");
@@ -58,12 +86,18 @@ async fn tracked_run_lifecycle(app: TestApp) {
         .graphql("{ stack(id: \"net\") { stateLock { id } } }", serde_json::json!({}))
         .await
         .unwrap();
-    assert!(lock["stack"]["stateLock"].is_null(), "terraform released its lock: {lock}");
+    assert!(
+        lock["stack"]["stateLock"].is_null(),
+        "terraform released its lock: {lock}"
+    );
 
     // Nothing changed: the second run finishes right after planning.
     let second = app.client.run_trigger("net", false).await.unwrap();
     let second = app.wait_state(&second.id, RunState::Finished, 60).await;
-    assert_eq!(states(&second), ["QUEUED", "PREPARING", "INITIALIZING", "PLANNING", "FINISHED"]);
+    assert_eq!(
+        states(&second),
+        ["QUEUED", "PREPARING", "INITIALIZING", "PLANNING", "FINISHED"]
+    );
     assert_eq!(second.has_changes, Some(false));
     assert_eq!(app.client.state_versions("net").await.unwrap().len(), 1);
     app.teardown().await;
@@ -76,13 +110,27 @@ async fn proposed_runs_never_apply(app: TestApp) {
     let run = app.client.run_trigger("prop", true).await.unwrap();
     assert_eq!(run.run_type, RunType::Proposed);
     let run = app.wait_state(&run.id, RunState::Finished, 60).await;
-    assert_eq!(states(&run), ["QUEUED", "PREPARING", "INITIALIZING", "PLANNING", "FINISHED"]);
+    assert_eq!(
+        states(&run),
+        ["QUEUED", "PREPARING", "INITIALIZING", "PLANNING", "FINISHED"]
+    );
     assert_eq!(run.plan_summary.map(|s| s.add), Some(2));
     assert!(app.client.state_versions("prop").await.unwrap().is_empty());
     // Autodeploy: a tracked run with changes goes straight from planning to applying.
     let run = app.client.run_trigger("prop", false).await.unwrap();
     let run = app.wait_state(&run.id, RunState::Finished, 60).await;
-    assert_eq!(states(&run), ["QUEUED", "PREPARING", "INITIALIZING", "PLANNING", "CONFIRMED", "APPLYING", "FINISHED"]);
+    assert_eq!(
+        states(&run),
+        [
+            "QUEUED",
+            "PREPARING",
+            "INITIALIZING",
+            "PLANNING",
+            "CONFIRMED",
+            "APPLYING",
+            "FINISHED"
+        ]
+    );
     app.teardown().await;
 }
 both_backends!(proposed_and_autodeploy, Options::default(), proposed_runs_never_apply);
@@ -104,7 +152,9 @@ fn slow_terraform(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 async fn logs_stream_live(app: TestApp) {
-    let many: String = (0..15).map(|i| format!("resource \"terraform_data\" \"r{i}\" {{ input = \"{i}\" }}\n")).collect();
+    let many: String = (0..15)
+        .map(|i| format!("resource \"terraform_data\" \"r{i}\" {{ input = \"{i}\" }}\n"))
+        .collect();
     let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", &many)]);
     app.stack("logs", &repo, false).await;
     let run = app.client.run_trigger("logs", false).await.unwrap();
@@ -136,22 +186,47 @@ async fn logs_stream_live(app: TestApp) {
         assert!(std::time::Instant::now() < deadline, "run did not finish planning");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(seen_while_planning, "no plan output was visible while the run was PLANNING");
+    assert!(
+        seen_while_planning,
+        "no plan output was visible while the run was PLANNING"
+    );
     let expected: Vec<i64> = (0..seqs.len() as i64).collect();
     assert_eq!(seqs, expected, "chunks are gap-free and in order");
-    assert_eq!(seen, app.log_text(&run.id).await, "the follower saw exactly the stored log");
+    assert_eq!(
+        seen,
+        app.log_text(&run.id).await,
+        "the follower saw exactly the stored log"
+    );
     // Terraform's lines arrive in the order terraform printed them.
-    let order = ["Terraform has been successfully initialized!", "Terraform will perform the following actions:", "Plan: 15 to add, 0 to change, 0 to destroy."];
-    let pos: Vec<usize> = order.iter().map(|l| seen.find(l).unwrap_or_else(|| panic!("{l:?} missing:\n{seen}"))).collect();
+    let order = [
+        "Terraform has been successfully initialized!",
+        "Terraform will perform the following actions:",
+        "Plan: 15 to add, 0 to change, 0 to destroy.",
+    ];
+    let pos: Vec<usize> = order
+        .iter()
+        .map(|l| seen.find(l).unwrap_or_else(|| panic!("{l:?} missing:\n{seen}")))
+        .collect();
     assert!(pos.windows(2).all(|w| w[0] < w[1]), "{pos:?}");
     for i in 0..15 {
-        assert_eq!(seen.matches(&format!("# terraform_data.r{i} will be created")).count(), 1, "r{i} once");
+        assert_eq!(
+            seen.matches(&format!("# terraform_data.r{i} will be created")).count(),
+            1,
+            "r{i} once"
+        );
     }
     app.teardown().await;
 }
 both_backends!(
     log_streaming,
-    Options { terraform_bin: Some(slow_terraform(&std::env::temp_dir().join(format!("tp-slow-{}", uuid::Uuid::new_v4())).tap_mkdir())), ..Options::default() },
+    Options {
+        terraform_bin: Some(slow_terraform(
+            &std::env::temp_dir()
+                .join(format!("tp-slow-{}", uuid::Uuid::new_v4()))
+                .tap_mkdir()
+        )),
+        ..Options::default()
+    },
     logs_stream_live
 );
 
@@ -179,7 +254,15 @@ async fn user_errors(app: TestApp) {
 
     // A tracked run on a stack locked by someone else names the holder.
     let other = app.store.scope(app.store.get_org_by_slug("default").await.unwrap().id);
-    other.lock_stack("errs", "alice@example.com", Some("maintenance".into()), chrono::Utc::now()).await.unwrap();
+    other
+        .lock_stack(
+            "errs",
+            "alice@example.com",
+            Some("maintenance".into()),
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
     let err = app.client.run_trigger("errs", false).await.unwrap_err();
     assert_eq!(err.code(), Some("stack_locked"));
     assert!(err.to_string().contains("alice@example.com"), "{err}");
@@ -191,12 +274,24 @@ async fn user_errors(app: TestApp) {
     app.client.stack_unlock("errs", false).await.unwrap();
 
     // A repository that cannot be cloned fails the run with git's message in the log.
-    app.stack("nogit", &format!("file://{}/does-not-exist", app.tmp.path().display()), false).await;
+    app.stack(
+        "nogit",
+        &format!("file://{}/does-not-exist", app.tmp.path().display()),
+        false,
+    )
+    .await;
     let run = app.client.run_trigger("nogit", false).await.unwrap();
     let run = app.wait_state(&run.id, RunState::Failed, 60).await;
-    assert!(run.error.as_deref().is_some_and(|e| e.contains("git clone")), "{:?}", run.error);
+    assert!(
+        run.error.as_deref().is_some_and(|e| e.contains("git clone")),
+        "{:?}",
+        run.error
+    );
     let log = app.log_text(&run.id).await;
-    assert!(log.contains("does-not-exist") && log.to_lowercase().contains("repository"), "git's message in log:\n{log}");
+    assert!(
+        log.contains("does-not-exist") && log.to_lowercase().contains("repository"),
+        "git's message in log:\n{log}"
+    );
 
     // Bad stack input is refused with a precise message and stores nothing.
     let bad = terraplane_client::StackCreateInput {
@@ -208,8 +303,16 @@ async fn user_errors(app: TestApp) {
     let err = app.client.stack_create(&bad).await.unwrap_err();
     assert_eq!(err.code(), Some("bad_request"));
     assert!(err.to_string().contains("lowercase"), "{err}");
-    let dup = terraplane_client::StackCreateInput { slug: Some("errs".into()), name: "x".into(), repository: repo, ..Default::default() };
-    assert_eq!(app.client.stack_create(&dup).await.unwrap_err().code(), Some("stack_exists"));
+    let dup = terraplane_client::StackCreateInput {
+        slug: Some("errs".into()),
+        name: "x".into(),
+        repository: repo,
+        ..Default::default()
+    };
+    assert_eq!(
+        app.client.stack_create(&dup).await.unwrap_err().code(),
+        Some("stack_exists")
+    );
     let slugs: Vec<String> = app.client.stacks().await.unwrap().into_iter().map(|s| s.id).collect();
     assert_eq!(slugs, ["errs", "nogit"]);
 

@@ -18,8 +18,27 @@ resource "terraform_data" "slow" {
 
 fn commit(dir: &std::path::Path, file: &str, text: &str) {
     std::fs::write(dir.join(file), text).unwrap();
-    for args in [vec!["add", "-A"], vec!["-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "change"]] {
-        assert!(std::process::Command::new("git").args(&args).current_dir(dir).status().unwrap().success());
+    for args in [
+        vec!["add", "-A"],
+        vec![
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            "change",
+        ],
+    ] {
+        assert!(
+            std::process::Command::new("git")
+                .args(&args)
+                .current_dir(dir)
+                .status()
+                .unwrap()
+                .success()
+        );
     }
 }
 
@@ -64,17 +83,30 @@ async fn runner_killed_mid_apply(mut app: TestApp) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let r = app.client.run(&run.id).await.unwrap().unwrap();
-        if r.state == RunState::Applying && app.log_text(&run.id).await.contains("terraform_data.slow: Provisioning with 'local-exec'") {
+        if r.state == RunState::Applying
+            && app
+                .log_text(&run.id)
+                .await
+                .contains("terraform_data.slow: Provisioning with 'local-exec'")
+        {
             break;
         }
-        assert!(!r.terminal && Instant::now() < deadline, "never reached the slow apply: {} {:?}", r.state, r.error);
+        assert!(
+            !r.terminal && Instant::now() < deadline,
+            "never reached the slow apply: {} {:?}",
+            r.state,
+            r.error
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let killed_at = Instant::now();
     match external.as_mut() {
         Some(child) => {
             let pgid = child.id();
-            let st = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status().unwrap();
+            let st = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pgid}")])
+                .status()
+                .unwrap();
             assert!(st.success());
             let _ = child.wait();
         }
@@ -85,7 +117,10 @@ async fn runner_killed_mid_apply(mut app: TestApp) {
     assert_eq!(failed.state, RunState::Failed);
     assert!(took < Duration::from_secs(45), "failed after {took:?}");
     let reason = failed.error.clone().unwrap();
-    assert!(reason.contains("stopped heartbeating") && reason.contains("APPLYING"), "{reason}");
+    assert!(
+        reason.contains("stopped heartbeating") && reason.contains("APPLYING"),
+        "{reason}"
+    );
     assert!(reason.contains("not retried"), "{reason}");
     // The apply is never re-dispatched: exactly one APPLYING event.
     let applying = failed.events.iter().filter(|e| e.state == RunState::Applying).count();
@@ -96,7 +131,10 @@ async fn runner_killed_mid_apply(mut app: TestApp) {
     assert!(after.iter().any(|v| v.sha256 == before[0].sha256));
     let lock: serde_json::Value = app
         .client
-        .graphql("{ stack(id: \"crash\") { stateLock { id holder needsRecovery runId } } }", serde_json::json!({}))
+        .graphql(
+            "{ stack(id: \"crash\") { stateLock { id holder needsRecovery runId } } }",
+            serde_json::json!({}),
+        )
         .await
         .unwrap();
     let lock = &lock["stack"]["stateLock"];
@@ -107,7 +145,11 @@ async fn runner_killed_mid_apply(mut app: TestApp) {
     app.add_runner();
     let blocked = app.wait_run(&blocked.id, 60, |r| r.terminal).await;
     assert_eq!(blocked.state, RunState::Failed);
-    assert!(app.log_text(&blocked.id).await.contains("Error acquiring the state lock"));
+    assert!(
+        app.log_text(&blocked.id)
+            .await
+            .contains("Error acquiring the state lock")
+    );
     // `tpctl state unlock --force` does this.
     let released = app.client.state_force_unlock("crash").await.unwrap();
     assert_eq!(released.run_id.as_deref(), Some(run.id.as_str()));
@@ -117,7 +159,16 @@ async fn runner_killed_mid_apply(mut app: TestApp) {
     assert_ne!(next.runner_id.as_deref(), Some("external-runner"));
     app.teardown().await;
 }
-both_backends!(runner_crash, Options { runners: 0, lease_secs: 6, heartbeat_secs: 2, ..Options::default() }, runner_killed_mid_apply);
+both_backends!(
+    runner_crash,
+    Options {
+        runners: 0,
+        lease_secs: 6,
+        heartbeat_secs: 2,
+        ..Options::default()
+    },
+    runner_killed_mid_apply
+);
 
 async fn two_runners_ten_runs(app: TestApp) {
     let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", TWO_RESOURCES)]);
@@ -131,7 +182,8 @@ async fn two_runners_ten_runs(app: TestApp) {
             ids.push((s, app.client.run_trigger(s, false).await.unwrap().id));
         }
     }
-    let mut intervals: HashMap<&str, Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>, String)>> = HashMap::new();
+    let mut intervals: HashMap<&str, Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>, String)>> =
+        HashMap::new();
     for (stack, id) in &ids {
         let run = app.wait_run(id, 120, |r| r.terminal).await;
         assert_eq!(run.state, RunState::Finished, "{id}: {:?}", run.error);
@@ -139,7 +191,10 @@ async fn two_runners_ten_runs(app: TestApp) {
         assert_eq!(claims, 1, "run {id} was claimed once");
         let log = app.log_text(id).await;
         assert_eq!(log.matches("[terraplane] terraform plan").count(), 1, "planned once");
-        assert!(log.matches("[terraplane] terraform apply").count() <= 1, "applied at most once");
+        assert!(
+            log.matches("[terraplane] terraform apply").count() <= 1,
+            "applied at most once"
+        );
         let start = run.events.iter().find(|e| e.state == RunState::Preparing).unwrap().at;
         let end = run.events.last().unwrap().at;
         intervals.entry(stack).or_default().push((start, end, id.clone()));
@@ -161,4 +216,11 @@ async fn two_runners_ten_runs(app: TestApp) {
     assert_eq!(total_versions, 5, "one apply per stack");
     app.teardown().await;
 }
-both_backends!(many_runs, Options { runners: 2, ..Options::default() }, two_runners_ten_runs);
+both_backends!(
+    many_runs,
+    Options {
+        runners: 2,
+        ..Options::default()
+    },
+    two_runners_ten_runs
+);
