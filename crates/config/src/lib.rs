@@ -32,7 +32,7 @@ impl Serialize for Secret {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub database: DatabaseConfig,
@@ -116,20 +116,6 @@ pub struct BootstrapConfig {
     pub admin_password: Option<Secret>,
     /// When set, becomes an admin API key with exactly this secret.
     pub token: Option<Secret>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            database: DatabaseConfig::default(),
-            queue: QueueConfig::default(),
-            api: ApiConfig::default(),
-            auth: AuthConfig::default(),
-            scheduler: SchedulerConfig::default(),
-            runner: RunnerConfig::default(),
-            bootstrap: BootstrapConfig::default(),
-        }
-    }
 }
 
 impl Default for DatabaseConfig {

@@ -134,11 +134,7 @@ fn redact_change(change: &mut Value) {
 /// `mask` mirrors `value`'s shape with `true` at sensitive leaves (or is `true` for all).
 fn redact_with_mask(value: &mut Value, mask: &Value) {
     match mask {
-        Value::Bool(true) => {
-            if !value.is_null() {
-                *value = Value::String(REDACTED.into());
-            }
-        }
+        Value::Bool(true) if !value.is_null() => *value = Value::String(REDACTED.into()),
         Value::Object(m) => {
             if let Some(obj) = value.as_object_mut() {
                 for (k, sub) in m {

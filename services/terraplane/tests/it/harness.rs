@@ -269,10 +269,10 @@ impl TestApp {
         for (_, h) in self.runners {
             h.abort();
         }
-        if let Some(prefix) = &self.rabbit_prefix {
-            if let Ok(q) = RabbitQueue::connect(AMQP_URL, prefix).await {
-                let _ = q.delete_topology(&["default", "other"]).await;
-            }
+        if let Some(prefix) = &self.rabbit_prefix
+            && let Ok(q) = RabbitQueue::connect(AMQP_URL, prefix).await
+        {
+            let _ = q.delete_topology(&["default", "other"]).await;
         }
         drop(self.store);
         if let Some(db) = &self.pg_db

@@ -27,7 +27,7 @@ async fn tracked_run_lifecycle(app: TestApp) {
         states(&run),
         ["QUEUED", "PREPARING", "INITIALIZING", "PLANNING", "UNCONFIRMED"]
     );
-    let s = run.plan_summary.clone().unwrap();
+    let s = run.plan_summary.unwrap();
     assert_eq!((s.add, s.change, s.destroy), (2, 0, 0));
     // The stored plan is redacted: the sensitive output's value never appears.
     let plan: serde_json::Value = app

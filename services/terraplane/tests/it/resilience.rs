@@ -170,6 +170,9 @@ both_backends!(
     runner_killed_mid_apply
 );
 
+/// When a run held its stack: from its claim to its last event.
+type Interval = (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>, String);
+
 async fn two_runners_ten_runs(app: TestApp) {
     let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", TWO_RESOURCES)]);
     let stacks = ["s0", "s1", "s2", "s3", "s4"];
@@ -182,8 +185,7 @@ async fn two_runners_ten_runs(app: TestApp) {
             ids.push((s, app.client.run_trigger(s, false).await.unwrap().id));
         }
     }
-    let mut intervals: HashMap<&str, Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>, String)>> =
-        HashMap::new();
+    let mut intervals: HashMap<&str, Vec<Interval>> = HashMap::new();
     for (stack, id) in &ids {
         let run = app.wait_run(id, 120, |r| r.terminal).await;
         assert_eq!(run.state, RunState::Finished, "{id}: {:?}", run.error);
