@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextExecute};
+use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextExecute, NextSubscribe};
 use async_graphql::{Context, Enum, ID, InputObject, Json, Object, Response, Schema, SimpleObject, Subscription};
 use chrono::{DateTime, Utc};
 use futures::Stream;
@@ -45,14 +45,31 @@ impl Extension for ErrorCodes {
         next: NextExecute<'_>,
     ) -> Response {
         let mut resp = next.run(ctx, operation_name).await;
-        for e in &mut resp.errors {
-            if let Some(api) = e.source::<ApiError>() {
-                let code = api.code();
-                e.message = api.public_message();
-                e.extensions.get_or_insert_with(Default::default).set("code", code);
-            }
-        }
+        add_error_codes(&mut resp);
         resp
+    }
+
+    fn subscribe<'s>(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        stream: futures::stream::BoxStream<'s, Response>,
+        next: NextSubscribe<'_>,
+    ) -> futures::stream::BoxStream<'s, Response> {
+        use futures::StreamExt;
+        Box::pin(next.run(ctx, stream).map(|mut r| {
+            add_error_codes(&mut r);
+            r
+        }))
+    }
+}
+
+fn add_error_codes(resp: &mut Response) {
+    for e in &mut resp.errors {
+        if let Some(api) = e.source::<ApiError>() {
+            let code = api.code();
+            e.message = api.public_message();
+            e.extensions.get_or_insert_with(Default::default).set("code", code);
+        }
     }
 }
 
@@ -734,14 +751,13 @@ impl SubscriptionRoot {
         let slug = scope.get_stack(first.stack_id).await.map_err(ApiError::from)?.slug;
         let mut rx = st.bus.subscribe();
         Ok(async_stream::stream! {
-            let mut seen: Option<(RunState, usize)> = None;
+            let mut seen: Option<RunState> = None;
             loop {
                 let scope = st.store.scope(p.org);
                 let Ok(run) = scope.get_run(id).await else { break };
-                let events = scope.list_run_events(id).await.map(|e| e.len()).unwrap_or(0);
                 let terminal = run.state.is_terminal();
-                if seen != Some((run.state, events)) {
-                    seen = Some((run.state, events));
+                if seen != Some(run.state) {
+                    seen = Some(run.state);
                     yield Run { run, stack_slug: slug.clone() };
                 }
                 if terminal { break; }

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli;
+mod graphql;
 mod harness;
 mod lifecycle;
 mod resilience;

@@ -55,6 +55,7 @@ fn external_runner(app: &TestApp) -> std::process::Child {
         .env("TERRAPLANE_RUNNER__POOL_TOKEN", POOL_TOKEN)
         .env("TERRAPLANE_RUNNER__API_URL", &app.base)
         .env("TERRAPLANE_RUNNER__ID", "external-runner")
+        .env("TERRAPLANE_LOG", "warn")
         .env("TERRAPLANE_RUNNER__WORK_DIR", app.tmp.path().join("ext-work"))
         .env("TERRAFORM_BIN", terraform_bin())
         .env("TERRAPLANE_SCHEDULER__HEARTBEAT_SECS", "2")

@@ -1,0 +1,187 @@
+//! `tpctl` against the real server: the commands a user types, through the same code the
+//! binary runs (`terraplane_cli::run` with this test's environment and output buffers).
+
+use std::time::Duration;
+
+use clap::Parser;
+use terraplane_cli::{Cli, Context};
+
+use crate::harness::*;
+
+struct Tpctl {
+    config: std::path::PathBuf,
+}
+
+impl Tpctl {
+    /// Runs `tpctl ARGS…`; returns stdout, or the error message as tpctl prints it.
+    async fn run(&self, args: &[&str]) -> Result<String, String> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("tpctl").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        let config = self.config.display().to_string();
+        let env = move |k: &str| (k == "TPCTL_CONFIG").then(|| config.clone());
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let mut ctx = Context {
+            env: &env,
+            out: &mut out,
+            err: &mut err,
+            poll_interval: Duration::from_millis(100),
+        };
+        let r = terraplane_cli::run(cli, &mut ctx).await;
+        let out = String::from_utf8(out).unwrap();
+        r.map(|()| out).map_err(|e| terraplane_cli::error_message(&e))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tpctl_drives_a_run_end_to_end() {
+    let app = spawn(Backend::Sqlite, Options::default()).await.unwrap();
+    let tp = Tpctl {
+        config: app.tmp.path().join("tpctl.json"),
+    };
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", TWO_RESOURCES)]);
+
+    let err = tp.run(&["whoami"]).await.unwrap_err();
+    assert!(err.contains("no endpoint"), "{err}");
+    let err = tp
+        .run(&[
+            "login",
+            "--endpoint",
+            &app.base,
+            "--email",
+            "admin@terraplane.local",
+            "--password",
+            "wrong",
+        ])
+        .await
+        .unwrap_err();
+    assert!(err.contains("invalid email or password"), "{err}");
+    tp.run(&[
+        "login",
+        "--endpoint",
+        &app.base,
+        "--email",
+        "admin@terraplane.local",
+        "--password",
+        "admin-password",
+    ])
+    .await
+    .unwrap();
+    let me = tp.run(&["whoami", "-o", "json"]).await.unwrap();
+    let me: serde_json::Value = serde_json::from_str(&me).unwrap();
+    assert_eq!(me["organization"]["slug"], "default");
+    assert_eq!(me["role"], "admin");
+
+    tp.run(&[
+        "stack",
+        "create",
+        "--name",
+        "Web",
+        "--slug",
+        "web",
+        "--repository",
+        &repo,
+    ])
+    .await
+    .unwrap();
+    let list = tp.run(&["stack", "list"]).await.unwrap();
+    assert!(list.contains("web"), "{list}");
+    let err = tp
+        .run(&[
+            "stack",
+            "create",
+            "--name",
+            "Web",
+            "--slug",
+            "web",
+            "--repository",
+            &repo,
+        ])
+        .await
+        .unwrap_err();
+    assert!(err.contains("already exists"), "{err}");
+
+    // --wait returns when the run needs a decision.
+    let out = tp
+        .run(&["run", "trigger", "web", "--wait", "-o", "json"])
+        .await
+        .unwrap();
+    let run: serde_json::Value = serde_json::from_str(out.trim().lines().last().unwrap_or_default())
+        .or_else(|_| serde_json::from_str(&out))
+        .unwrap();
+    assert_eq!(run["state"], "UNCONFIRMED", "{out}");
+    let id = run["id"].as_str().unwrap().to_owned();
+    let show = tp.run(&["run", "show", &id]).await.unwrap();
+    assert!(show.contains("UNCONFIRMED") && show.contains("PLANNING"), "{show}");
+    tp.run(&["run", "confirm", &id]).await.unwrap();
+    let logs = tp.run(&["run", "logs", &id, "--follow"]).await.unwrap();
+    assert!(
+        logs.contains("Plan: 2 to add") && logs.contains("Apply complete!"),
+        "{logs}"
+    );
+    assert_eq!(logs, app.log_text(&id).await, "--follow prints the stored log exactly");
+    let err = tp.run(&["run", "confirm", &id]).await.unwrap_err();
+    assert!(err.contains("FINISHED"), "{err}");
+    let runs = tp.run(&["run", "list", "web"]).await.unwrap();
+    assert!(runs.contains(&id) && runs.contains("FINISHED"), "{runs}");
+
+    let versions = tp.run(&["state", "versions", "web"]).await.unwrap();
+    assert!(versions.lines().count() >= 2, "{versions}");
+    let state = tp.run(&["state", "pull", "web"]).await.unwrap();
+    let state: serde_json::Value = serde_json::from_str(&state).unwrap();
+    assert_eq!(state["outputs"]["a"]["value"], "alpha");
+    let serial = state["serial"].as_i64().unwrap().to_string();
+    let again = tp.run(&["state", "pull", "web", "--serial", &serial]).await.unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&again).unwrap(), state);
+
+    // A stuck state lock is released with --force only.
+    let http = app.http();
+    let r = http
+        .request(
+            reqwest::Method::from_bytes(b"LOCK").unwrap(),
+            app.state_url("default", "web"),
+        )
+        .bearer_auth(ADMIN_TOKEN)
+        .body(r#"{"ID":"stuck","Operation":"OperationTypeApply","Who":"gone@host","Created":"2026-01-01T00:00:00Z"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let err = tp.run(&["state", "unlock", "web"]).await.unwrap_err();
+    assert!(err.contains("--force"), "{err}");
+    tp.run(&["state", "unlock", "web", "--force"]).await.unwrap();
+    let stack = app.client.stack("web").await.unwrap().unwrap();
+    assert!(stack.state_lock.is_none(), "released");
+
+    // Stack lock: a tracked run by someone else is refused while it holds.
+    tp.run(&["stack", "lock", "web", "--note", "migrating"]).await.unwrap();
+    let shown = tp.run(&["stack", "show", "web"]).await.unwrap();
+    assert!(shown.contains("migrating"), "{shown}");
+    tp.run(&["stack", "unlock", "web"]).await.unwrap();
+
+    // A proposed run with --wait ends FINISHED; a failing one exits with an error.
+    tp.run(&["run", "trigger", "web", "--proposed", "--wait"])
+        .await
+        .unwrap();
+    tp.run(&[
+        "stack",
+        "create",
+        "--name",
+        "Broken",
+        "--slug",
+        "broken",
+        "--repository",
+        "file:///nowhere",
+    ])
+    .await
+    .unwrap();
+    let err = tp.run(&["run", "trigger", "broken", "--wait"]).await.unwrap_err();
+    assert!(err.contains("FAILED"), "{err}");
+    let err = tp
+        .run(&["run", "show", "00000000-0000-0000-0000-000000000000"])
+        .await
+        .unwrap_err();
+    assert!(err.contains("not found"), "{err}");
+    tp.run(&["stack", "delete", "broken"]).await.unwrap();
+    app.teardown().await;
+}
