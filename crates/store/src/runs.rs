@@ -36,6 +36,8 @@ pub struct RunUpdate {
     pub commit_sha: Option<String>,
     /// Only transitions whose caller holds this fencing token succeed.
     pub fencing_token: Option<i64>,
+    /// Only a run still in this state moves (a decision taken on a snapshot).
+    pub expect_state: Option<RunState>,
 }
 
 impl TenantScope<'_> {
@@ -177,6 +179,11 @@ async fn transition(
     let m = load(db, org, id).await?;
     let current: RunState = m.state.parse().map_err(StoreError::Invalid)?;
     let next = current.apply(event).map_err(|e| StoreError::Conflict(e.to_string()))?;
+    if let Some(expected) = upd.expect_state
+        && expected != current
+    {
+        return Err(StoreError::Conflict(format!("run is {current}, no longer {expected}")));
+    }
     if let Some(token) = upd.fencing_token
         && token != m.fencing_token
     {
@@ -320,6 +327,7 @@ impl Store {
         let upd = RunUpdate {
             error: Some(reason),
             fencing_token: Some(run.fencing_token),
+            expect_state: Some(run.state),
             ..Default::default()
         };
         let failed = transition(&tx, None, run.id, &RunEvent::Fail, upd, now).await?;

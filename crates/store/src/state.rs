@@ -98,7 +98,11 @@ impl TenantScope<'_> {
         now: DateTime<Utc>,
     ) -> Result<WriteOutcome> {
         let tx = self.db.begin().await?;
-        let lock = state_locks::Entity::find_by_id(stack.to_string()).one(&tx).await?;
+        self.ensure_stack(&tx, stack).await?;
+        let lock = state_locks::Entity::find_by_id(stack.to_string())
+            .filter(state_locks::Column::OrgId.eq(self.org_s.clone()))
+            .one(&tx)
+            .await?;
         match (&lock, lock_id) {
             (Some(l), Some(id)) if l.lock_id == id => {}
             (Some(l), _) => return Ok(WriteOutcome::Locked(l.clone().try_into()?)),
@@ -159,7 +163,12 @@ impl TenantScope<'_> {
     /// Removes the stack's state (Terraform's DELETE): refused while the state is locked.
     pub async fn delete_state(&self, stack: StackId) -> Result<u64> {
         let tx = self.db.begin().await?;
-        if let Some(l) = state_locks::Entity::find_by_id(stack.to_string()).one(&tx).await? {
+        self.ensure_stack(&tx, stack).await?;
+        if let Some(l) = state_locks::Entity::find_by_id(stack.to_string())
+            .filter(state_locks::Column::OrgId.eq(self.org_s.clone()))
+            .one(&tx)
+            .await?
+        {
             return Err(StoreError::Conflict(format!("state is locked by {}", l.holder)));
         }
         let res = state_versions::Entity::delete_many()
@@ -181,6 +190,7 @@ impl TenantScope<'_> {
     }
 
     pub async fn lock_state(&self, stack: StackId, l: NewLock, now: DateTime<Utc>) -> Result<LockOutcome> {
+        self.ensure_stack(self.db, stack).await?;
         let inserted = state_locks::ActiveModel {
             stack_id: Set(stack.to_string()),
             org_id: Set(self.org_s.clone()),

@@ -69,6 +69,34 @@ impl<'a> TenantScope<'a> {
         runs::Entity::find().filter(runs::Column::OrgId.eq(self.org_s.clone()))
     }
 
+    /// Calls that take a stack id from outside check it belongs to this organization.
+    pub(crate) async fn ensure_stack(&self, db: &impl sea_orm::ConnectionTrait, id: StackId) -> Result<()> {
+        let n = self
+            .stacks_q()
+            .filter(stacks::Column::Id.eq(id.to_string()))
+            .count(db)
+            .await?;
+        if n == 0 {
+            Err(StoreError::NotFound("stack"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Calls that take a run id from outside check it belongs to this organization.
+    pub(crate) async fn ensure_run(&self, id: RunId) -> Result<()> {
+        let n = self
+            .runs_q()
+            .filter(runs::Column::Id.eq(id.to_string()))
+            .count(self.db)
+            .await?;
+        if n == 0 {
+            Err(StoreError::NotFound("run"))
+        } else {
+            Ok(())
+        }
+    }
+
     // ---- stacks ----
 
     pub async fn create_stack(&self, s: NewStack, now: DateTime<Utc>) -> Result<Stack> {
@@ -346,10 +374,14 @@ impl<'a> TenantScope<'a> {
     /// Appends a log chunk. A retry of an already stored chunk (same seq, same bytes) is
     /// accepted; a different chunk with a used seq, or a gap, is refused.
     pub async fn append_log(&self, run: RunId, seq: i64, phase: &str, data: &str, now: DateTime<Utc>) -> Result<()> {
+        self.ensure_run(run).await?;
         let rid = run.to_string();
-        let existing = log_chunks::Entity::find_by_id((rid.clone(), seq)).one(self.db).await?;
+        let existing = log_chunks::Entity::find_by_id((rid.clone(), seq))
+            .filter(log_chunks::Column::OrgId.eq(self.org_s.clone()))
+            .one(self.db)
+            .await?;
         if let Some(e) = existing {
-            return if e.data == data && e.org_id == self.org_s {
+            return if e.data == data {
                 Ok(())
             } else {
                 Err(StoreError::Conflict(format!(
@@ -413,8 +445,11 @@ impl<'a> TenantScope<'a> {
         sha256: String,
         now: DateTime<Utc>,
     ) -> Result<()> {
+        self.ensure_run(run).await?;
         let size = i64::try_from(plan_file.len()).unwrap_or(i64::MAX);
-        plan_artifacts::Entity::delete_by_id(run.to_string())
+        plan_artifacts::Entity::delete_many()
+            .filter(plan_artifacts::Column::RunId.eq(run.to_string()))
+            .filter(plan_artifacts::Column::OrgId.eq(self.org_s.clone()))
             .exec(self.db)
             .await?;
         plan_artifacts::ActiveModel {

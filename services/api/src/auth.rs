@@ -313,6 +313,15 @@ mod tests {
     }
 
     #[test]
+    fn dummy_hash_is_a_real_argon2id_hash() {
+        // Login verifies against it for unknown emails; an unparsable hash would return
+        // at once and reveal which emails exist.
+        let h = PasswordHash::new(crate::DUMMY_HASH).unwrap();
+        assert_eq!(h.algorithm.as_str(), "argon2id");
+        assert!(!verify_password("anything", crate::DUMMY_HASH));
+    }
+
+    #[test]
     fn pool_token_is_checked() {
         let a = Auth::new(b"k", 60, 60, Some("pool-secret".into()));
         assert!(a.verify_pool_token("pool-secret").is_ok());

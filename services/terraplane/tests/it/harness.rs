@@ -31,8 +31,8 @@ pub enum Backend {
 
 pub const ADMIN_TOKEN: &str = "tpk_test_admin_token_0123456789";
 pub const POOL_TOKEN: &str = "test-pool-token";
-const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+pub const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+pub const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
 pub struct Options {
     pub runners: usize,
@@ -70,7 +70,7 @@ pub struct TestApp {
     rabbit_prefix: Option<String>,
 }
 
-fn ci() -> bool {
+pub fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 

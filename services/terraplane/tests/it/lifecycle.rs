@@ -100,6 +100,9 @@ async fn tracked_run_lifecycle(app: TestApp) {
     );
     assert_eq!(second.has_changes, Some(false));
     assert_eq!(app.client.state_versions("net").await.unwrap().len(), 1);
+    // The runner removed its work directories.
+    let left: Vec<_> = std::fs::read_dir(app.tmp.path().join("work")).unwrap().collect();
+    assert!(left.is_empty(), "work directories left behind: {left:?}");
     app.teardown().await;
 }
 both_backends!(tracked_run, Options::default(), tracked_run_lifecycle);
@@ -316,9 +319,61 @@ async fn user_errors(app: TestApp) {
     let slugs: Vec<String> = app.client.stacks().await.unwrap().into_iter().map(|s| s.id).collect();
     assert_eq!(slugs, ["errs", "nogit"]);
 
-    // Deleting a stack with a run in progress is refused; afterwards it is gone.
+    // Updates are validated the same way and change only what they name.
+    let upd = terraplane_client::StackUpdateInput {
+        branch: Some("release".into()),
+        ..Default::default()
+    };
+    let updated = app.client.stack_update("errs", &upd).await.unwrap();
+    assert_eq!((updated.branch.as_str(), updated.autodeploy), ("release", false));
+    let bad = terraplane_client::StackUpdateInput {
+        project_root: Some("/etc".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        app.client.stack_update("errs", &bad).await.unwrap_err().code(),
+        Some("bad_request")
+    );
+    assert_eq!(app.client.stack("errs").await.unwrap().unwrap().project_root, "");
+    assert!(
+        app.client
+            .stack_update("missing", &upd)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+
+    // Discarding: only an UNCONFIRMED run, and it then stays DISCARDED.
+    app.client
+        .stack_update(
+            "errs",
+            &terraplane_client::StackUpdateInput {
+                branch: Some("main".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let run = app.client.run_trigger("errs", false).await.unwrap();
+    let run = app.wait_state(&run.id, RunState::Unconfirmed, 60).await;
+    // Deleting a stack with a run in progress is refused.
+    let err = app.client.stack_delete("errs").await.unwrap_err();
+    assert_eq!(err.code(), Some("stack_busy"), "{err}");
+    let run = app.client.run_discard(&run.id).await.unwrap();
+    assert_eq!(run.state, RunState::Discarded);
+    assert_eq!(
+        app.client.run_discard(&run.id).await.unwrap_err().code(),
+        Some("invalid_run_state")
+    );
+    assert!(
+        app.client.state_versions("errs").await.unwrap().is_empty(),
+        "a discarded run applies nothing"
+    );
+
+    // A finished stack can be deleted; afterwards it is gone.
     app.client.stack_delete("nogit").await.unwrap();
     assert!(app.client.stack("nogit").await.unwrap().is_none());
+    assert!(app.client.stack_delete("nogit").await.unwrap_err().is_not_found());
     app.teardown().await;
 }
 both_backends!(user_errors_are_precise, Options::default(), user_errors);

@@ -7,5 +7,6 @@ mod cli;
 mod graphql;
 mod harness;
 mod lifecycle;
+mod production;
 mod resilience;
 mod state_backend;

@@ -437,6 +437,34 @@ async fn bad_input(app: TestApp) {
     let runs = app.client.run_trigger("s1", true).await.unwrap();
     assert!(them.run(&runs.id).await.unwrap().is_none());
     assert!(them.run_cancel(&runs.id).await.unwrap_err().is_not_found());
+    assert!(them.run_confirm(&runs.id).await.unwrap_err().is_not_found());
+    assert!(them.run_discard(&runs.id).await.unwrap_err().is_not_found());
+    assert!(them.run_trigger("s1", false).await.unwrap_err().is_not_found());
+    assert!(them.stack_lock("s1", None).await.unwrap_err().is_not_found());
+    assert!(them.stack_unlock("s1", true).await.unwrap_err().is_not_found());
+    assert!(them.stack_delete("s1").await.unwrap_err().is_not_found());
+    assert!(them.state_force_unlock("s1").await.unwrap_err().is_not_found());
+    let upd = terraplane_client::StackUpdateInput {
+        name: Some("mine".into()),
+        ..Default::default()
+    };
+    assert!(them.stack_update("s1", &upd).await.unwrap_err().is_not_found());
+    assert_eq!(
+        app.client.stack("s1").await.unwrap().unwrap().name,
+        "s1",
+        "nothing changed"
+    );
+    assert!(them.runs("s1", 5).await.unwrap_err().is_not_found());
+    assert!(them.state_pull("default", "s1", None).await.unwrap_err().is_not_found());
+    // Their runner-protocol calls with our run id go nowhere either.
+    let r = http
+        .post(format!("{}/api/v1/runner/runs/{}/heartbeat", app.base, runs.id))
+        .bearer_auth(other_key)
+        .json(&serde_json::json!({"fencing_token": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "API keys are not run tokens");
     assert!(them.state_versions("s1").await.unwrap_err().is_not_found());
     app.teardown().await;
 }

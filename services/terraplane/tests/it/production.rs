@@ -1,0 +1,153 @@
+//! Production mode: `terraplane migrate`, `api`, `scheduler` and `runner` as separate
+//! processes of the real binary against PostgreSQL and RabbitMQ.
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use sea_orm::{ConnectionTrait, Database};
+use terraplane_client::{Client, RunState};
+
+use crate::harness::*;
+
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn separate_processes_run_a_stack() {
+    let admin = match Database::connect(PG_ADMIN_URL).await {
+        Ok(c) => c,
+        Err(e) if !ci() => return eprintln!("skipped: PostgreSQL unreachable ({e})"),
+        Err(e) => panic!("PostgreSQL unreachable under CI=true: {e}"),
+    };
+    if tokio::net::TcpStream::connect("127.0.0.1:5672").await.is_err() {
+        assert!(!ci(), "RabbitMQ unreachable under CI=true");
+        return eprintln!("skipped: RabbitMQ unreachable");
+    }
+    let db = format!("tp_prod_{}", uuid::Uuid::new_v4().simple());
+    admin
+        .execute_unprepared(&format!("CREATE DATABASE {db}"))
+        .await
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let prefix = format!("tp-prod-{}", uuid::Uuid::new_v4().simple());
+    let env = |c: &mut Command| {
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", tmp.path())
+            .env("TERRAPLANE_LOG", "warn")
+            .env("DATABASE_URL", format!("postgres://postgres@127.0.0.1:5432/{db}"))
+            .env("TERRAPLANE_DATABASE__AUTO_MIGRATE", "false")
+            .env("AMQP_URL", AMQP_URL)
+            .env("TERRAPLANE_QUEUE__PREFIX", &prefix)
+            .env("TERRAPLANE_API__LISTEN", format!("127.0.0.1:{port}"))
+            .env("TERRAPLANE_AUTH__JWT_SECRET", "prod-test-jwt-secret")
+            .env("TERRAPLANE_RUNNER__POOL_TOKEN", "prod-test-pool-token")
+            .env("TERRAPLANE_RUNNER__API_URL", &base)
+            .env("TERRAPLANE_RUNNER__WORK_DIR", tmp.path().join("work"))
+            .env("TERRAPLANE_BOOTSTRAP_TOKEN", "tpk_prod_test_bootstrap")
+            .env("TERRAPLANE_ADMIN_PASSWORD", "prod-admin")
+            .env("TERRAFORM_BIN", terraform_bin());
+    };
+    let bin = env!("CARGO_BIN_EXE_terraplane");
+
+    // print-config shows the effective configuration with secrets redacted.
+    let mut c = Command::new(bin);
+    env(&mut c);
+    let out = c.arg("print-config").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(&format!("postgres://postgres@127.0.0.1:5432/{db}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("[redacted]") && !text.contains("prod-test-jwt-secret") && !text.contains("prod-admin"),
+        "{text}"
+    );
+    // An unknown key is an error naming it.
+    let mut c = Command::new(bin);
+    env(&mut c);
+    let out = c
+        .arg("print-config")
+        .env("TERRAPLANE_API__LISTNE", "x")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("listne"));
+
+    let mut c = Command::new(bin);
+    env(&mut c);
+    let out = c.arg("migrate").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut procs = Procs(Vec::new());
+    for cmd in ["api", "scheduler", "runner"] {
+        let mut c = Command::new(bin);
+        env(&mut c);
+        procs.0.push(c.arg(cmd).spawn().unwrap());
+    }
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = http.get(format!("{base}/readyz")).send().await
+            && r.status() == 200
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "api never became ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let client = Client::new(&base, Some("tpk_prod_test_bootstrap".into())).unwrap();
+    let repo = git_repo(&tmp.path().join("repo"), &[("main.tf", TWO_RESOURCES)]);
+    let input = terraplane_client::StackCreateInput {
+        slug: Some("prod".into()),
+        name: "prod".into(),
+        repository: repo,
+        autodeploy: Some(true),
+        ..Default::default()
+    };
+    client.stack_create(&input).await.unwrap();
+    let run = client.run_trigger("prod", false).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let run = loop {
+        let r = client.run(&run.id).await.unwrap().unwrap();
+        if r.terminal {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "run stuck in {}", r.state);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(run.state, RunState::Finished, "{:?}", run.error);
+    assert_eq!(client.state_versions("prod").await.unwrap().len(), 1);
+    // The admin can log in with the configured password.
+    let login = client
+        .with_token(None)
+        .login("admin@terraplane.local", "prod-admin", None)
+        .await
+        .unwrap();
+    assert_eq!(login.organization.slug, "default");
+    drop(procs);
+    if let Ok(q) = terraplane_queue::rabbit::RabbitQueue::connect(AMQP_URL, &prefix).await {
+        let _ = q.delete_topology(&["default"]).await;
+    }
+    let _ = admin
+        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .await;
+}
