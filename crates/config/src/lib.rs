@@ -255,6 +255,23 @@ impl Config {
         Ok(cfg)
     }
 
+    /// For thin binaries: `--config PATH` from the command line or `TERRAPLANE_CONFIG`.
+    pub fn load_from_args() -> Result<Config, ConfigError> {
+        let mut args = std::env::args().skip(1);
+        let mut file = std::env::var_os("TERRAPLANE_CONFIG").map(PathBuf::from);
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                "--config" => file = args.next().map(PathBuf::from),
+                other => {
+                    return Err(ConfigError::Invalid(format!(
+                        "unknown argument {other:?} (only --config PATH)"
+                    )));
+                }
+            }
+        }
+        Self::load(file.as_deref())
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         let db = &self.database.url;
         if !(db.starts_with("sqlite:") || db.starts_with("postgres://") || db.starts_with("postgresql://")) {

@@ -26,6 +26,25 @@ impl From<lapin::Error> for QueueError {
     }
 }
 
+/// The configured queue. `memory` is shared by the components of one process only, so it
+/// needs the process's [`memory::MemoryQueue`].
+pub async fn open(
+    cfg: &terraplane_config::QueueConfig,
+    memory: Option<&memory::MemoryQueue>,
+) -> Result<std::sync::Arc<dyn JobQueue>, QueueError> {
+    if cfg.url == "memory" {
+        return match memory {
+            Some(m) => Ok(std::sync::Arc::new(m.clone())),
+            None => Err(QueueError::Broker(
+                "queue.url = memory works only inside `terraplane dev`; set AMQP_URL".into(),
+            )),
+        };
+    }
+    Ok(std::sync::Arc::new(
+        rabbit::RabbitQueue::connect(&cfg.url, &cfg.prefix).await?,
+    ))
+}
+
 #[async_trait]
 pub trait JobQueue: Send + Sync + 'static {
     /// Publishes a job to a worker pool's queue; returns once the broker has it durably.

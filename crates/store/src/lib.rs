@@ -48,6 +48,23 @@ impl Store {
         Ok(Store { db })
     }
 
+    /// Connects as configured: creates a SQLite file's directory, and applies pending
+    /// migrations when `auto_migrate` is on.
+    pub async fn open(cfg: &terraplane_config::DatabaseConfig) -> Result<Store> {
+        if let Some(path) = cfg.url.strip_prefix("sqlite://").and_then(|p| p.split('?').next())
+            && let Some(parent) = std::path::Path::new(path).parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| StoreError::Invalid(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        let store = Store::connect(&cfg.url, cfg.max_connections).await?;
+        if cfg.auto_migrate {
+            store.migrate().await?;
+        }
+        Ok(store)
+    }
+
     pub async fn migrate(&self) -> Result<()> {
         terraplane_migration::Migrator::up(&self.db, None).await?;
         Ok(())

@@ -63,6 +63,75 @@ impl AppState {
     }
 }
 
+/// A running api: its port, its state (tests reach the store through it) and its task.
+pub struct ApiHandle {
+    pub port: u16,
+    pub state: Arc<AppState>,
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Builds the api on an already bound listener and starts serving.
+pub async fn start(
+    cfg: Arc<Config>,
+    store: Store,
+    queue: Arc<dyn JobQueue>,
+    clock: Arc<dyn Clock>,
+    listener: TcpListener,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<ApiHandle> {
+    let jwt = cfg
+        .auth
+        .jwt_secret
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("auth.jwt_secret (TERRAPLANE_AUTH__JWT_SECRET) must be set"))?;
+    let auth = Auth::new(
+        jwt.expose().as_bytes(),
+        cfg.auth.session_ttl_secs,
+        cfg.auth.run_token_ttl_secs,
+        cfg.runner.pool_token.as_ref().map(|s| s.expose().to_owned()),
+    );
+    let dispatcher = Scheduler::new(store.clone(), queue.clone(), clock.clone(), cfg.scheduler.clone());
+    let public_url = match &cfg.api.public_url {
+        Some(u) => u.trim_end_matches('/').to_owned(),
+        None => format!("http://{}", listener.local_addr()?),
+    };
+    let state = Arc::new(AppState {
+        store,
+        queue,
+        clock,
+        cfg,
+        auth,
+        bus: Bus::default(),
+        public_url,
+        dispatcher,
+    });
+    let app = Application::build(state.clone(), listener)?;
+    let port = app.port();
+    let task = tokio::spawn(app.run_until_stopped(shutdown));
+    Ok(ApiHandle { port, state, task })
+}
+
+/// `terraplane api`: connects, seeds, listens on `api.listen` until `shutdown`.
+pub async fn serve(cfg: Arc<Config>, shutdown: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
+    let store = Store::open(&cfg.database).await?;
+    let queue = terraplane_queue::open(&cfg.queue, None).await?;
+    bootstrap::seed(&store, &cfg, chrono::Utc::now()).await?;
+    let listener =
+        TcpListener::bind(&cfg.api.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.api.listen))?;
+    let api = start(
+        cfg.clone(),
+        store,
+        queue,
+        Arc::new(terraplane_domain::SystemClock),
+        listener,
+        shutdown,
+    )
+    .await?;
+    tracing::info!(port = api.port, "api listening");
+    api.task.await??;
+    Ok(())
+}
+
 pub struct Application {
     port: u16,
     server: Server,

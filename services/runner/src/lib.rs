@@ -26,6 +26,72 @@ pub struct RunnerSettings {
     pub terraform_bin: PathBuf,
 }
 
+impl RunnerSettings {
+    /// Settings from configuration; `api_url` is where this runner reaches the api.
+    pub fn from_config(cfg: &terraplane_config::Config, api_url: String) -> anyhow::Result<Self> {
+        let pool_token = cfg
+            .runner
+            .pool_token
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("runner.pool_token (TERRAPLANE_RUNNER__POOL_TOKEN) must be set"))?;
+        let id = cfg
+            .runner
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("runner-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
+        Ok(Self {
+            id,
+            pool: cfg.runner.pool.clone(),
+            api_url,
+            pool_token: pool_token.expose().to_owned(),
+            work_dir: cfg
+                .runner
+                .work_dir
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("terraplane-runner")),
+            terraform_bin: find_terraform(cfg),
+        })
+    }
+}
+
+/// Where the runner finds terraform: `runner.terraform_bin` / `TERRAFORM_BIN`, the
+/// project's tools directory (`TERRAPLANE_TOOLS_DIR`, default `.tools`), then `PATH`.
+pub fn find_terraform(cfg: &terraplane_config::Config) -> PathBuf {
+    if let Some(p) = &cfg.runner.terraform_bin {
+        return p.clone();
+    }
+    let tools = std::env::var_os("TERRAPLANE_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".tools"));
+    let local = tools.join("bin").join("terraform");
+    if local.is_file() {
+        return std::fs::canonicalize(&local).unwrap_or(local);
+    }
+    PathBuf::from("terraform")
+}
+
+/// Runs a runner until `shutdown`.
+pub fn start(
+    settings: RunnerSettings,
+    queue: Arc<dyn JobQueue>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let runner = Runner::new(settings, queue)?;
+    Ok(tokio::spawn(async move {
+        if let Err(e) = runner.run_until_stopped(shutdown).await {
+            tracing::error!(error = %e, "runner failed");
+        }
+    }))
+}
+
+/// `terraplane runner`: consumes its pool's queue until `shutdown`.
+pub async fn serve(cfg: &terraplane_config::Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let queue = terraplane_queue::open(&cfg.queue, None).await?;
+    let api_url = cfg.runner.api_url.clone().unwrap_or_else(|| cfg.public_url());
+    start(RunnerSettings::from_config(cfg, api_url)?, queue, shutdown)?.await?;
+    Ok(())
+}
+
 pub struct Runner {
     settings: RunnerSettings,
     api: RunnerApi,

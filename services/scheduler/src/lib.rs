@@ -17,6 +17,26 @@ use terraplane_store::{Run, Store, StoreError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// Runs a scheduler loop until `shutdown`.
+pub fn start(
+    cfg: &terraplane_config::Config,
+    store: Store,
+    queue: Arc<dyn JobQueue>,
+    clock: Arc<dyn Clock>,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let s = Scheduler::new(store, queue, clock, cfg.scheduler.clone());
+    tokio::spawn(s.run_until_stopped(shutdown))
+}
+
+/// `terraplane scheduler`: connects and schedules until `shutdown`.
+pub async fn serve(cfg: &terraplane_config::Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let store = Store::open(&cfg.database).await?;
+    let queue = terraplane_queue::open(&cfg.queue, None).await?;
+    start(cfg, store, queue, Arc::new(terraplane_domain::SystemClock), shutdown).await?;
+    Ok(())
+}
+
 #[derive(Clone)]
 pub struct Scheduler {
     store: Store,

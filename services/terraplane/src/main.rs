@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use terraplane::*;
 use terraplane_config::{Config, Secret};
 use terraplane_queue::memory::MemoryQueue;
-use tokio_util::sync::CancellationToken;
+use terraplane_telemetry::shutdown_on_signal;
 
 #[derive(Parser)]
 #[command(
@@ -47,30 +47,10 @@ enum Cmd {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TERRAPLANE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,lapin=warn,actix_server=warn")),
-        )
-        .init();
+    terraplane_telemetry::init();
     let cli = Cli::parse();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(run(cli))
-}
-
-async fn shutdown_on_signal() -> CancellationToken {
-    let token = CancellationToken::new();
-    let t = token.clone();
-    tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
-        }
-        tracing::info!("signal received; shutting down");
-        t.cancel();
-    });
-    token
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -89,32 +69,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Api => {
             let cfg = Arc::new(Config::load(cli.config.as_deref())?);
-            let store = connect_store(&cfg).await?;
-            let queue = connect_queue(&cfg, None).await?;
-            terraplane_api::bootstrap::seed(&store, &cfg, chrono::Utc::now()).await?;
-            let listener =
-                TcpListener::bind(&cfg.api.listen).with_context(|| format!("cannot listen on {}", cfg.api.listen))?;
-            let shutdown = shutdown_on_signal().await;
-            let api = start_api(cfg.clone(), store, queue, system_clock(), listener, shutdown).await?;
-            tracing::info!(port = api.port, "api listening");
-            api.task.await??;
-            Ok(())
+            terraplane_api::serve(cfg, shutdown_on_signal()).await
         }
         Cmd::Scheduler => {
             let cfg = Config::load(cli.config.as_deref())?;
-            let store = connect_store(&cfg).await?;
-            let queue = connect_queue(&cfg, None).await?;
-            let shutdown = shutdown_on_signal().await;
-            start_scheduler(&cfg, store, queue, system_clock(), shutdown).await?;
-            Ok(())
+            terraplane_scheduler::serve(&cfg, shutdown_on_signal()).await
         }
         Cmd::Runner => {
             let cfg = Config::load(cli.config.as_deref())?;
-            let queue = connect_queue(&cfg, None).await?;
-            let api_url = cfg.runner.api_url.clone().unwrap_or_else(|| cfg.public_url());
-            let shutdown = shutdown_on_signal().await;
-            start_runner(runner_settings(&cfg, api_url)?, queue, shutdown)?.await?;
-            Ok(())
+            terraplane_runner::serve(&cfg, shutdown_on_signal()).await
         }
     }
 }
@@ -160,13 +123,13 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
     let cfg = Arc::new(cfg);
     let store = connect_store(&cfg).await?;
     let memory = MemoryQueue::new();
-    let queue = connect_queue(&cfg, Some(&memory)).await?;
+    let queue = terraplane_queue::open(&cfg.queue, Some(&memory)).await?;
     let clock = system_clock();
     let seeded = terraplane_api::bootstrap::seed(&store, &cfg, clock.now()).await?;
     let repo = demo::ensure_demo_repo(&data_dir)?;
     demo::ensure_demo_stack(&store, seeded.org.id, repo, &cfg.runner.pool).await?;
 
-    let shutdown = shutdown_on_signal().await;
+    let shutdown = shutdown_on_signal();
     let api = start_api(
         cfg.clone(),
         store.clone(),
