@@ -30,3 +30,14 @@ pub fn shutdown_on_signal() -> CancellationToken {
     });
     token
 }
+
+/// Ends a binary: `error: <cause chain>` on stderr and exit code 1 on failure.
+pub fn exit(result: anyhow::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

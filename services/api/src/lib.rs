@@ -113,8 +113,8 @@ pub async fn start(
 
 /// `terraplane api`: connects, seeds, listens on `api.listen` until `shutdown`.
 pub async fn serve(cfg: Arc<Config>, shutdown: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
-    let store = Store::open(&cfg.database).await?;
     let queue = terraplane_queue::open(&cfg.queue, None).await?;
+    let store = Store::open(&cfg.database).await?;
     bootstrap::seed(&store, &cfg, chrono::Utc::now()).await?;
     let listener =
         TcpListener::bind(&cfg.api.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.api.listen))?;

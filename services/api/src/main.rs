@@ -1,10 +1,14 @@
 //! `terraplane-api`: the api alone (same as `terraplane api`).
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     terraplane_telemetry::init();
-    let cfg = std::sync::Arc::new(terraplane_config::Config::load_from_args()?);
+    terraplane_telemetry::exit(run())
+}
+
+fn run() -> anyhow::Result<()> {
+    let cfg = terraplane_config::Config::load_from_args()?;
     tokio::runtime::Runtime::new()?.block_on(async {
         let shutdown = terraplane_telemetry::shutdown_on_signal();
-        terraplane_api::serve(cfg, shutdown).await
+        terraplane_api::serve(std::sync::Arc::new(cfg), shutdown).await
     })
 }

@@ -31,8 +31,8 @@ pub fn start(
 
 /// `terraplane scheduler`: connects and schedules until `shutdown`.
 pub async fn serve(cfg: &terraplane_config::Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let store = Store::open(&cfg.database).await?;
     let queue = terraplane_queue::open(&cfg.queue, None).await?;
+    let store = Store::open(&cfg.database).await?;
     start(cfg, store, queue, Arc::new(terraplane_domain::SystemClock), shutdown).await?;
     Ok(())
 }

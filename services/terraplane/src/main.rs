@@ -46,11 +46,14 @@ enum Cmd {
     PrintConfig,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     terraplane_telemetry::init();
     let cli = Cli::parse();
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(run(cli))
+    terraplane_telemetry::exit(
+        tokio::runtime::Runtime::new()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(run(cli))),
+    )
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
