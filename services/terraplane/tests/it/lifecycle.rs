@@ -377,3 +377,72 @@ async fn user_errors(app: TestApp) {
     app.teardown().await;
 }
 both_backends!(user_errors_are_precise, Options::default(), user_errors);
+
+/// The runner works in the stack's project root, and applies only the plan that was
+/// confirmed: a plan file changed after planning is refused, and nothing is applied.
+async fn project_root_and_plan_integrity(app: TestApp) {
+    let repo = git_repo(
+        &app.tmp.path().join("repo"),
+        &[("main.tf", "this is not HCL {"), ("infra/app/main.tf", TWO_RESOURCES)],
+    );
+    let input = terraplane_client::StackCreateInput {
+        slug: Some("nested".into()),
+        name: "nested".into(),
+        repository: repo,
+        project_root: Some("infra/app".into()),
+        ..Default::default()
+    };
+    app.client.stack_create(&input).await.unwrap();
+    let run = app.client.run_trigger("nested", false).await.unwrap();
+    let run = app.wait_state(&run.id, RunState::Unconfirmed, 60).await;
+    assert_eq!(run.plan_summary.map(|s| s.add), Some(2));
+
+    let org = app.store.get_org_by_slug("default").await.unwrap();
+    let scope = app.store.scope(org.id);
+    let run_id: terraplane_domain::RunId = run.id.parse().unwrap();
+    let planned = scope.get_plan(run_id).await.unwrap();
+    scope
+        .put_plan(
+            run_id,
+            b"not the confirmed plan".to_vec(),
+            planned.plan_json,
+            planned.sha256,
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    app.client.run_confirm(&run.id).await.unwrap();
+    let run = app.wait_state(&run.id, RunState::Failed, 60).await;
+    assert!(
+        run.error.as_deref().is_some_and(|e| e.contains("does not match")),
+        "{:?}",
+        run.error
+    );
+    assert!(!app.log_text(&run.id).await.contains("Apply complete"));
+    assert!(
+        app.client.state_versions("nested").await.unwrap().is_empty(),
+        "nothing applied"
+    );
+
+    // A project root that isn't in the repository fails the run saying so.
+    let upd = terraplane_client::StackUpdateInput {
+        project_root: Some("nope".into()),
+        ..Default::default()
+    };
+    app.client.stack_update("nested", &upd).await.unwrap();
+    let run = app.client.run_trigger("nested", true).await.unwrap();
+    let run = app.wait_state(&run.id, RunState::Failed, 60).await;
+    assert!(
+        run.error
+            .as_deref()
+            .is_some_and(|e| e.contains("\"nope\" does not exist")),
+        "{:?}",
+        run.error
+    );
+    app.teardown().await;
+}
+both_backends!(
+    project_root_and_integrity,
+    Options::default(),
+    project_root_and_plan_integrity
+);
