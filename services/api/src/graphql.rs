@@ -96,7 +96,7 @@ fn parse_run_id(id: &ID) -> ApiResult<RunId> {
 }
 
 #[derive(Enum, Copy, Clone, Eq, PartialEq, Debug)]
-#[graphql(remote = "terraplane_domain::RunState")]
+#[graphql(name = "RunState", remote = "terraplane_domain::RunState")]
 pub enum GqlRunState {
     Queued,
     Preparing,
@@ -112,7 +112,7 @@ pub enum GqlRunState {
 }
 
 #[derive(Enum, Copy, Clone, Eq, PartialEq, Debug)]
-#[graphql(remote = "terraplane_domain::RunType")]
+#[graphql(name = "RunType", remote = "terraplane_domain::RunType")]
 pub enum GqlRunType {
     Tracked,
     Proposed,
@@ -258,6 +258,7 @@ pub struct PlanSummary {
 }
 
 #[derive(SimpleObject)]
+#[graphql(name = "RunEvent")]
 pub struct RunEventGql {
     state: GqlRunState,
     note: Option<String>,
