@@ -113,8 +113,13 @@ impl Runner {
                 _ = shutdown.cancelled() => break,
                 d = consumer.next() => match d {
                     Some(Ok(d)) => d,
-                    Some(Err(e)) => { tracing::error!(error = %e, "queue error"); continue; }
-                    None => break,
+                    Some(Err(e)) => {
+                        // A broken connection keeps failing: exit so a supervisor restarts
+                        // the runner with a fresh one (nothing is lost: unacked messages
+                        // go back to the queue, claimed runs are failed by their lease).
+                        anyhow::bail!("job queue failed: {e}");
+                    }
+                    None => anyhow::bail!("job queue closed"),
                 },
             };
             self.handle(delivery, &shutdown).await;
