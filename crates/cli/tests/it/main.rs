@@ -1,17 +1,15 @@
 //! `tpctl` commands end to end against a scripted server: what they print, what they
 //! write, and how they fail. Environment and home directory are fakes.
 
-mod mock;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use mock::{MockServer, Reply, Request};
 use serde_json::{Value, json};
 use terraplane_cli::{Cli, Context};
+use terraplane_test_support::mock::{MockServer, Reply, Request};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 

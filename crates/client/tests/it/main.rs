@@ -1,11 +1,9 @@
 //! The client against a scripted HTTP server: what it sends, and how it reads answers
 //! and refusals. The real server is exercised by the end-to-end tests.
 
-mod mock;
-
-use mock::{MockServer, Reply};
 use serde_json::json;
 use terraplane_client::{Client, ClientError, RunState, RunType, StackCreateInput};
+use terraplane_test_support::mock::{MockServer, Reply};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 

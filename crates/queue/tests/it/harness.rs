@@ -5,17 +5,12 @@ use std::time::Duration;
 
 use terraplane_queue::rabbit::RabbitQueue;
 use terraplane_queue::{Delivery, JobConsumer};
-
-pub const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+use terraplane_test_support::{AMQP_URL, rabbit_or_skip};
 
 /// How long a delivery that should arrive may take; the broker pushes within milliseconds.
 pub const ARRIVES: Duration = Duration::from_secs(10);
 /// How long to watch for a delivery that must not arrive.
 pub const QUIET: Duration = Duration::from_millis(500);
-
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
 
 pub struct Broker {
     pub queue: RabbitQueue,
@@ -28,14 +23,7 @@ impl Broker {
     /// `None` (after printing why) when RabbitMQ is unreachable outside CI.
     pub async fn new(pools: &[&str]) -> Option<Broker> {
         let prefix = format!("tp-qtest-{}", uuid::Uuid::new_v4().simple());
-        let queue = match RabbitQueue::connect(AMQP_URL, &prefix).await {
-            Ok(q) => q,
-            Err(e) if !ci() => {
-                eprintln!("skipped: RabbitMQ unreachable at {AMQP_URL} ({e})");
-                return None;
-            }
-            Err(e) => panic!("RabbitMQ unreachable under CI=true: {e}"),
-        };
+        let queue = rabbit_or_skip(RabbitQueue::connect(AMQP_URL, &prefix).await)?;
         Some(Broker {
             queue,
             prefix,

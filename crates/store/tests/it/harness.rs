@@ -2,35 +2,18 @@
 //! dropped (`WITH (FORCE)`) when the test ends, even when it panics. An unreachable
 //! PostgreSQL skips the test, except under `CI=true` where it fails it.
 
-use std::time::Duration;
-
 use chrono::{DateTime, SubsecRound, Utc};
-use sea_orm::{ConnectOptions, ConnectionTrait, Database};
 use terraplane_domain::{OrgId, RunType, StackId};
 use terraplane_store::{NewRun, NewStack, Organization, Run, Stack, Store};
-
-const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+use terraplane_test_support::{PgDatabase, fresh_postgres};
 
 pub struct TestDb {
     pub store: Store,
     pub url: String,
     pub now: DateTime<Utc>,
-    // Dropped after `store`; the guard force-drops the database whatever the pool still holds.
-    _pg: Option<PgGuard>,
+    // Dropped after `store`; it force-drops the database whatever the pool still holds.
+    _pg: Option<PgDatabase>,
     _tmp: Option<tempfile::TempDir>,
-}
-
-/// A short timeout, so an absent server skips quickly instead of after the pool's 30 s.
-fn admin_options() -> ConnectOptions {
-    let mut o = ConnectOptions::new(PG_ADMIN_URL);
-    o.connect_timeout(Duration::from_secs(3))
-        .acquire_timeout(Duration::from_secs(3))
-        .sqlx_logging(false);
-    o
-}
-
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
 impl TestDb {
@@ -50,30 +33,16 @@ impl TestDb {
 
     /// `None` (after printing why) when PostgreSQL is unreachable outside CI.
     pub async fn postgres() -> Option<TestDb> {
-        let admin = match Database::connect(admin_options()).await {
-            Ok(c) => c,
-            Err(e) if !ci() => {
-                eprintln!("skipped: PostgreSQL unreachable at {PG_ADMIN_URL} ({e})");
-                return None;
-            }
-            Err(e) => panic!("PostgreSQL unreachable under CI=true: {e}"),
-        };
-        let name = format!("tp_store_{}", uuid::Uuid::new_v4().simple());
-        admin
-            .execute_unprepared(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
-        admin.close().await.unwrap();
-        // From here on the guard drops the database whatever happens.
-        let guard = PgGuard(name.clone());
-        let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+        // `pg` drops the database whatever happens below.
+        let pg = fresh_postgres("tp_store").await?;
+        let url = pg.url.clone();
         let store = Store::connect(&url, 5).await.unwrap();
         store.migrate().await.unwrap();
         Some(TestDb {
             store,
             url,
             now: start_time(),
-            _pg: Some(guard),
+            _pg: Some(pg),
             _tmp: None,
         })
     }
@@ -96,32 +65,6 @@ impl TestDb {
             .create_run(new_run(stack, run_type), "alice", self.now)
             .await
             .unwrap()
-    }
-}
-
-/// Drops its PostgreSQL database when dropped.
-struct PgGuard(String);
-
-impl Drop for PgGuard {
-    fn drop(&mut self) {
-        let name = std::mem::take(&mut self.0);
-        // Drop runs inside the test's runtime, which cannot be blocked on: use a fresh one
-        // on another thread. FORCE ends the store's pooled connections.
-        let done = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            rt.block_on(async {
-                let admin = Database::connect(PG_ADMIN_URL).await?;
-                admin
-                    .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await?;
-                admin.close().await
-            })
-            .map_err(std::io::Error::other)
-        })
-        .join();
-        if !matches!(done, Ok(Ok(()))) {
-            eprintln!("warning: could not drop a test database: {done:?}");
-        }
     }
 }
 

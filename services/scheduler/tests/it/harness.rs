@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, SubsecRound, Utc};
 use futures::FutureExt;
-use sea_orm::{ConnectOptions, ConnectionTrait, Database};
 use terraplane_config::SchedulerConfig;
 use terraplane_domain::{Clock, ManualClock, OrgId, RunEvent, RunId, RunPhase, RunType};
 use terraplane_protocol::JobMessage;
@@ -15,8 +14,7 @@ use terraplane_queue::memory::MemoryQueue;
 use terraplane_queue::{JobConsumer, JobQueue};
 use terraplane_scheduler::{Scheduler, TickReport};
 use terraplane_store::{NewRun, NewStack, Run, RunUpdate, Stack, Store};
-
-const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+use terraplane_test_support::{PgDatabase, fresh_postgres};
 
 pub const LEASE_SECS: i64 = 30;
 pub const REPUBLISH_SECS: i64 = 60;
@@ -29,22 +27,9 @@ pub struct Env {
     pub org: OrgId,
     queue: MemoryQueue,
     consumers: HashMap<String, Box<dyn JobConsumer>>,
-    // Dropped after `store`; the guard force-drops the database whatever the pool still holds.
-    _pg: Option<PgGuard>,
+    // Dropped after `store`; it force-drops the database whatever the pool still holds.
+    _pg: Option<PgDatabase>,
     _tmp: Option<tempfile::TempDir>,
-}
-
-/// A short timeout, so an absent server skips quickly instead of after the pool's 30 s.
-fn admin_options() -> ConnectOptions {
-    let mut o = ConnectOptions::new(PG_ADMIN_URL);
-    o.connect_timeout(std::time::Duration::from_secs(3))
-        .acquire_timeout(std::time::Duration::from_secs(3))
-        .sqlx_logging(false);
-    o
-}
-
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
 impl Env {
@@ -55,25 +40,12 @@ impl Env {
     }
 
     pub async fn postgres() -> Option<Env> {
-        let admin = match Database::connect(admin_options()).await {
-            Ok(c) => c,
-            Err(e) if !ci() => {
-                eprintln!("skipped: PostgreSQL unreachable at {PG_ADMIN_URL} ({e})");
-                return None;
-            }
-            Err(e) => panic!("PostgreSQL unreachable under CI=true: {e}"),
-        };
-        let name = format!("tp_sched_{}", uuid::Uuid::new_v4().simple());
-        admin
-            .execute_unprepared(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
-        admin.close().await.unwrap();
-        let guard = PgGuard(name.clone());
-        Some(Env::build(&format!("postgres://postgres@127.0.0.1:5432/{name}"), Some(guard), None).await)
+        let pg = fresh_postgres("tp_sched").await?;
+        let url = pg.url.clone();
+        Some(Env::build(&url, Some(pg), None).await)
     }
 
-    async fn build(url: &str, pg: Option<PgGuard>, tmp: Option<tempfile::TempDir>) -> Env {
+    async fn build(url: &str, pg: Option<PgDatabase>, tmp: Option<tempfile::TempDir>) -> Env {
         let store = Store::connect(url, 5).await.unwrap();
         store.migrate().await.unwrap();
         let clock = Arc::new(ManualClock::new(Utc::now().trunc_subsecs(0)));
@@ -211,31 +183,6 @@ impl Env {
             delivery.ack().await.unwrap();
         }
         out
-    }
-}
-
-/// Drops its PostgreSQL database when dropped, from a thread of its own (the test's
-/// runtime cannot be blocked on). FORCE ends the store's pooled connections.
-struct PgGuard(String);
-
-impl Drop for PgGuard {
-    fn drop(&mut self) {
-        let name = std::mem::take(&mut self.0);
-        let done = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            rt.block_on(async {
-                let admin = Database::connect(PG_ADMIN_URL).await?;
-                admin
-                    .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await?;
-                admin.close().await
-            })
-            .map_err(std::io::Error::other)
-        })
-        .join();
-        if !matches!(done, Ok(Ok(()))) {
-            eprintln!("warning: could not drop a test database: {done:?}");
-        }
     }
 }
 
