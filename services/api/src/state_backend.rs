@@ -122,6 +122,16 @@ async fn post_state(
     lock_id: Option<&str>,
 ) -> ApiResult<HttpResponse> {
     require_user(p, Action::Write)?;
+    // A run writes state only while it applies; a plan never persists state.
+    if let Actor::Run { run_id, .. } = p.actor {
+        let run = scope.get_run(run_id).await?;
+        if run.state != terraplane_domain::RunState::Applying {
+            return Err(ApiError::Forbidden(format!(
+                "run is {}; state is written only while APPLYING",
+                run.state
+            )));
+        }
+    }
     if body.len() > st.cfg.api.max_state_bytes {
         return Err(ApiError::TooLarge(format!(
             "state of {} bytes exceeds the limit of {} bytes",
