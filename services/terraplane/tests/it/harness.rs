@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use sea_orm::{ConnectionTrait, Database};
 use terraplane::{ApiHandle, connect_store, start_api, start_runner, start_scheduler, system_clock};
 use terraplane_client::{Client, Run, RunState};
 use terraplane_config::{Config, Secret};
@@ -31,8 +30,7 @@ pub enum Backend {
 
 pub const ADMIN_TOKEN: &str = "tpk_test_admin_token_0123456789";
 pub const POOL_TOKEN: &str = "test-pool-token";
-pub const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-pub const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+pub use terraplane_test_support::AMQP_URL;
 
 pub struct Options {
     pub runners: usize,
@@ -66,12 +64,9 @@ pub struct TestApp {
     #[allow(dead_code)]
     pub api: ApiHandle,
     pub tmp: tempfile::TempDir,
-    pg_db: Option<String>,
+    // Dropped last: force-drops the test database whatever the pools still hold.
+    pg_db: Option<terraplane_test_support::PgDatabase>,
     rabbit_prefix: Option<String>,
-}
-
-pub fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
 /// Real terraform: `TERRAFORM_BIN`, or the project's tools directory (installed by
@@ -118,30 +113,11 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
             Arc::new(memory.clone())
         }
         Backend::Postgres => {
-            let admin = match Database::connect(PG_ADMIN_URL).await {
-                Ok(c) => c,
-                Err(e) if !ci() => {
-                    eprintln!("skipped: PostgreSQL unreachable ({e})");
-                    return None;
-                }
-                Err(e) => panic!("PostgreSQL unreachable under CI=true: {e}"),
-            };
-            let name = format!("tp_test_{}", uuid::Uuid::new_v4().simple());
-            admin
-                .execute_unprepared(&format!("CREATE DATABASE {name}"))
-                .await
-                .unwrap();
-            cfg.database.url = format!("postgres://postgres@127.0.0.1:5432/{name}");
-            pg_db = Some(name);
+            let db = terraplane_test_support::fresh_postgres("tp_test").await?;
+            cfg.database.url = db.url.clone();
+            pg_db = Some(db);
             let prefix = format!("tp-test-{}", uuid::Uuid::new_v4().simple());
-            let q = match RabbitQueue::connect(AMQP_URL, &prefix).await {
-                Ok(q) => q,
-                Err(e) if !ci() => {
-                    eprintln!("skipped: RabbitMQ unreachable ({e})");
-                    return None;
-                }
-                Err(e) => panic!("RabbitMQ unreachable under CI=true: {e}"),
-            };
+            let q = terraplane_test_support::rabbit_or_skip(RabbitQueue::connect(AMQP_URL, &prefix).await)?;
             cfg.queue.url = AMQP_URL.into();
             cfg.queue.prefix = prefix.clone();
             rabbit_prefix = Some(prefix);
@@ -275,13 +251,7 @@ impl TestApp {
             let _ = q.delete_topology(&["default", "other"]).await;
         }
         drop(self.store);
-        if let Some(db) = &self.pg_db
-            && let Ok(admin) = Database::connect(PG_ADMIN_URL).await
-        {
-            let _ = admin
-                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-                .await;
-        }
+        drop(self.pg_db);
     }
 }
 

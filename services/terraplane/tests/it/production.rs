@@ -4,7 +4,6 @@
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use sea_orm::{ConnectionTrait, Database};
 use terraplane_client::{Client, RunState};
 
 use crate::harness::*;
@@ -30,20 +29,12 @@ fn free_port() -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn separate_processes_run_a_stack() {
-    let admin = match Database::connect(PG_ADMIN_URL).await {
-        Ok(c) => c,
-        Err(e) if !ci() => return eprintln!("skipped: PostgreSQL unreachable ({e})"),
-        Err(e) => panic!("PostgreSQL unreachable under CI=true: {e}"),
+    let Some(pg) = terraplane_test_support::fresh_postgres("tp_prod").await else {
+        return;
     };
-    if tokio::net::TcpStream::connect("127.0.0.1:5672").await.is_err() {
-        assert!(!ci(), "RabbitMQ unreachable under CI=true");
-        return eprintln!("skipped: RabbitMQ unreachable");
+    if terraplane_test_support::rabbit_or_skip(tokio::net::TcpStream::connect("127.0.0.1:5672").await).is_none() {
+        return;
     }
-    let db = format!("tp_prod_{}", uuid::Uuid::new_v4().simple());
-    admin
-        .execute_unprepared(&format!("CREATE DATABASE {db}"))
-        .await
-        .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
@@ -53,7 +44,7 @@ async fn separate_processes_run_a_stack() {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", tmp.path())
             .env("TERRAPLANE_LOG", "warn")
-            .env("DATABASE_URL", format!("postgres://postgres@127.0.0.1:5432/{db}"))
+            .env("DATABASE_URL", &pg.url)
             .env("TERRAPLANE_DATABASE__AUTO_MIGRATE", "false")
             .env("AMQP_URL", AMQP_URL)
             .env("TERRAPLANE_QUEUE__PREFIX", &prefix)
@@ -74,10 +65,7 @@ async fn separate_processes_run_a_stack() {
     let out = c.arg("print-config").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        text.contains(&format!("postgres://postgres@127.0.0.1:5432/{db}")),
-        "{text}"
-    );
+    assert!(text.contains(&pg.url), "{text}");
     assert!(
         text.contains("[redacted]") && !text.contains("prod-test-jwt-secret") && !text.contains("prod-admin"),
         "{text}"
@@ -147,7 +135,5 @@ async fn separate_processes_run_a_stack() {
     if let Ok(q) = terraplane_queue::rabbit::RabbitQueue::connect(AMQP_URL, &prefix).await {
         let _ = q.delete_topology(&["default"]).await;
     }
-    let _ = admin
-        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-        .await;
+    drop(pg);
 }
