@@ -4,11 +4,15 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261130_000001_create_core_tables;
+mod m20261130_000002_create_spaces_teams_bindings;
 
 pub struct Migrator;
 
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261130_000001_create_core_tables::Migration)]
+        vec![
+            Box::new(m20261130_000001_create_core_tables::Migration),
+            Box::new(m20261130_000002_create_spaces_teams_bindings::Migration),
+        ]
     }
 }

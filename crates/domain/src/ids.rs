@@ -43,3 +43,5 @@ id_type!(ApiKeyId);
 id_type!(StackId);
 id_type!(RunId);
 id_type!(StateVersionId);
+id_type!(SpaceId);
+id_type!(TeamId);

@@ -2,6 +2,7 @@
 //! functions over Terraform documents (state, plan) that every other crate relies on.
 //! No IO, no async, no database.
 
+pub mod access;
 pub mod clock;
 pub mod ids;
 pub mod plan;
@@ -9,6 +10,7 @@ pub mod run;
 pub mod slug;
 pub mod state;
 
+pub use access::{Access, Role, SpaceNode};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::*;
 pub use run::{RunEvent, RunPhase, RunState, RunType, TransitionError};

@@ -70,6 +70,7 @@ pub mod api_keys {
         pub expires_at: Option<DateTimeUtc>,
         pub revoked_at: Option<DateTimeUtc>,
         pub last_used_at: Option<DateTimeUtc>,
+        pub kind: String,
     }
     no_relations!();
 }
@@ -93,6 +94,7 @@ pub mod stacks {
         pub autodeploy: bool,
         pub labels: String,
         pub worker_pool: String,
+        pub space_id: Option<String>,
         pub locked_by: Option<String>,
         pub lock_note: Option<String>,
         pub locked_at: Option<DateTimeUtc>,
@@ -222,6 +224,71 @@ pub mod state_locks {
         pub holder: String,
         pub run_id: Option<String>,
         pub needs_recovery: bool,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod spaces {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "spaces")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub slug: String,
+        pub name: String,
+        pub description: String,
+        pub parent_id: Option<String>,
+        pub inherit: bool,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod teams {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "teams")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub slug: String,
+        pub name: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod team_members {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "team_members")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub team_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub user_id: String,
+        pub org_id: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod role_bindings {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "role_bindings")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub space_id: String,
+        pub subject_kind: String,
+        pub subject_id: String,
+        pub role: String,
         pub created_at: DateTimeUtc,
     }
     no_relations!();

@@ -3,6 +3,7 @@
 //! holds the organization id and adds it to every query; the few unscoped operations
 //! (login, key lookup, dispatch) live on [`Store`] and say so in their names.
 
+mod access;
 mod entities;
 pub mod error;
 pub mod records;
@@ -13,11 +14,12 @@ mod tenant;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, EntityTrait,
-    QueryFilter, Set,
+    QueryFilter, QueryOrder, Set, TransactionTrait,
 };
 use terraplane_domain::{ApiKeyId, OrgId, UserId};
 use terraplane_migration::MigratorTrait;
 
+pub use access::{NewSpace, ROOT_SPACE};
 use entities::*;
 pub use error::{Result, StoreError};
 pub use records::*;
@@ -85,17 +87,58 @@ impl Store {
 
     // ---- organizations and users (instance-wide, not tenant data) ----
 
+    /// Creates an organization with its root space.
     pub async fn create_org(&self, slug: &str, name: &str, now: DateTime<Utc>) -> Result<Organization> {
+        let tx = self.db.begin().await?;
         let m = organizations::ActiveModel {
             id: Set(OrgId::new().to_string()),
             slug: Set(slug.to_owned()),
             name: Set(name.to_owned()),
             created_at: Set(now),
         }
-        .insert(&self.db)
+        .insert(&tx)
         .await
         .map_err(|e| conflict(e, format!("organization {slug:?} already exists")))?;
+        spaces::ActiveModel {
+            id: Set(terraplane_domain::SpaceId::new().to_string()),
+            org_id: Set(m.id.clone()),
+            slug: Set(ROOT_SPACE.to_owned()),
+            name: Set("Root".to_owned()),
+            description: Set(String::new()),
+            parent_id: Set(None),
+            inherit: Set(false),
+            created_at: Set(now),
+        }
+        .insert(&tx)
+        .await?;
+        tx.commit().await?;
         m.try_into()
+    }
+
+    /// Every organization, oldest first (instance administrators).
+    pub async fn list_orgs(&self) -> Result<Vec<Organization>> {
+        organizations::Entity::find()
+            .order_by_asc(organizations::Column::CreatedAt)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(Organization::try_from)
+            .collect()
+    }
+
+    /// Users of an organization with their organization role.
+    pub async fn list_members(&self, org: OrgId) -> Result<Vec<(User, String)>> {
+        let ms = memberships::Entity::find()
+            .filter(memberships::Column::OrgId.eq(org.to_string()))
+            .order_by_asc(memberships::Column::CreatedAt)
+            .all(&self.db)
+            .await?;
+        let mut out = Vec::new();
+        for m in ms {
+            let user = self.get_user(records::parse_id(&m.user_id)?).await?;
+            out.push((user, m.role));
+        }
+        Ok(out)
     }
 
     pub async fn get_org_by_slug(&self, slug: &str) -> Result<Organization> {
@@ -205,6 +248,7 @@ impl Store {
         name: &str,
         secret_hash: &str,
         role: &str,
+        kind: &str,
         expires_at: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> Result<ApiKey> {
@@ -219,6 +263,7 @@ impl Store {
             expires_at: Set(expires_at),
             revoked_at: Set(None),
             last_used_at: Set(None),
+            kind: Set(kind.to_owned()),
         }
         .insert(&self.db)
         .await
@@ -233,6 +278,16 @@ impl Store {
             .await?
             .map(ApiKey::try_from)
             .transpose()
+    }
+
+    /// An API key of `org` by id.
+    pub async fn get_api_key(&self, org: OrgId, id: ApiKeyId) -> Result<ApiKey> {
+        api_keys::Entity::find_by_id(id.to_string())
+            .filter(api_keys::Column::OrgId.eq(org.to_string()))
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::NotFound("API key"))?
+            .try_into()
     }
 
     pub async fn touch_api_key(&self, id: ApiKeyId, now: DateTime<Utc>) -> Result<()> {

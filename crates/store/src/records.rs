@@ -2,10 +2,14 @@
 
 use chrono::{DateTime, Utc};
 use terraplane_domain::plan::PlanSummary;
-use terraplane_domain::{ApiKeyId, OrgId, RunId, RunState, RunType, StackId, UserId};
+use terraplane_domain::{ApiKeyId, OrgId, Role, RunId, RunState, RunType, SpaceId, StackId, TeamId, UserId};
 
 use crate::entities::*;
 use crate::error::StoreError;
+
+pub(crate) fn parse_id<T: std::str::FromStr>(s: &str) -> Result<T, StoreError> {
+    id(s)
+}
 
 fn id<T: std::str::FromStr>(s: &str) -> Result<T, StoreError> {
     s.parse().map_err(|_| StoreError::Invalid(format!("corrupt id {s:?}")))
@@ -62,6 +66,8 @@ pub struct ApiKey {
     pub user_id: Option<UserId>,
     pub name: String,
     pub role: String,
+    /// `personal` (acts for its creator, never beyond the creator's rights) or `service`.
+    pub kind: String,
     pub created_at: DateTime<Utc>,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
@@ -77,6 +83,7 @@ impl TryFrom<api_keys::Model> for ApiKey {
             user_id: m.user_id.as_deref().map(id).transpose()?,
             name: m.name,
             role: m.role,
+            kind: m.kind,
             created_at: m.created_at,
             expires_at: m.expires_at,
             revoked_at: m.revoked_at,
@@ -107,6 +114,7 @@ pub struct Stack {
     pub autodeploy: bool,
     pub labels: Vec<String>,
     pub worker_pool: String,
+    pub space_id: SpaceId,
     pub lock: Option<StackLock>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -123,6 +131,10 @@ impl TryFrom<stacks::Model> for Stack {
             }),
             _ => None,
         };
+        let space_id = match m.space_id.as_deref() {
+            Some(s) => id(s)?,
+            None => return Err(StoreError::Invalid(format!("stack {} has no space", m.slug))),
+        };
         Ok(Self {
             id: id(&m.id)?,
             org_id: id(&m.org_id)?,
@@ -137,6 +149,7 @@ impl TryFrom<stacks::Model> for Stack {
             autodeploy: m.autodeploy,
             labels: serde_json::from_str(&m.labels).unwrap_or_default(),
             worker_pool: m.worker_pool,
+            space_id,
             lock,
             created_at: m.created_at,
             updated_at: m.updated_at,
@@ -281,6 +294,103 @@ impl TryFrom<state_locks::Model> for StateLock {
             holder: m.holder,
             run_id: m.run_id.as_deref().map(id).transpose()?,
             needs_recovery: m.needs_recovery,
+            created_at: m.created_at,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Space {
+    pub id: SpaceId,
+    pub org_id: OrgId,
+    pub slug: String,
+    pub name: String,
+    pub description: String,
+    pub parent_id: Option<SpaceId>,
+    pub inherit: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<spaces::Model> for Space {
+    type Error = StoreError;
+    fn try_from(m: spaces::Model) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: id(&m.id)?,
+            org_id: id(&m.org_id)?,
+            slug: m.slug,
+            name: m.name,
+            description: m.description,
+            parent_id: m.parent_id.as_deref().map(id).transpose()?,
+            inherit: m.inherit,
+            created_at: m.created_at,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Team {
+    pub id: TeamId,
+    pub org_id: OrgId,
+    pub slug: String,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<teams::Model> for Team {
+    type Error = StoreError;
+    fn try_from(m: teams::Model) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: id(&m.id)?,
+            org_id: id(&m.org_id)?,
+            slug: m.slug,
+            name: m.name,
+            created_at: m.created_at,
+        })
+    }
+}
+
+/// Who a role binding grants to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Subject {
+    User(UserId),
+    Team(TeamId),
+    ApiKey(ApiKeyId),
+}
+
+impl Subject {
+    pub(crate) fn parts(&self) -> (&'static str, String) {
+        match self {
+            Subject::User(u) => ("user", u.to_string()),
+            Subject::Team(t) => ("team", t.to_string()),
+            Subject::ApiKey(k) => ("api_key", k.to_string()),
+        }
+    }
+
+    pub(crate) fn from_parts(kind: &str, sid: &str) -> Result<Self, StoreError> {
+        Ok(match kind {
+            "user" => Subject::User(id(sid)?),
+            "team" => Subject::Team(id(sid)?),
+            "api_key" => Subject::ApiKey(id(sid)?),
+            k => return Err(StoreError::Invalid(format!("unknown binding subject {k:?}"))),
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleBinding {
+    pub space_id: SpaceId,
+    pub subject: Subject,
+    pub role: Role,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<role_bindings::Model> for RoleBinding {
+    type Error = StoreError;
+    fn try_from(m: role_bindings::Model) -> Result<Self, StoreError> {
+        Ok(Self {
+            space_id: id(&m.space_id)?,
+            subject: Subject::from_parts(&m.subject_kind, &m.subject_id)?,
+            role: Role::parse(&m.role).ok_or_else(|| StoreError::Invalid(format!("unknown role {:?}", m.role)))?,
             created_at: m.created_at,
         })
     }

@@ -8,7 +8,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, Select, Set, TransactionTrait,
 };
-use terraplane_domain::{OrgId, RunId, RunState, StackId};
+use terraplane_domain::{OrgId, RunId, RunState, SpaceId, StackId};
 
 use crate::entities::*;
 use crate::error::{Result, StoreError};
@@ -33,6 +33,8 @@ pub struct NewStack {
     pub autodeploy: bool,
     pub labels: Vec<String>,
     pub worker_pool: String,
+    /// The root space when `None`.
+    pub space_id: Option<SpaceId>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -46,6 +48,7 @@ pub struct StackPatch {
     pub autodeploy: Option<bool>,
     pub labels: Option<Vec<String>>,
     pub worker_pool: Option<String>,
+    pub space_id: Option<SpaceId>,
 }
 
 impl<'a> TenantScope<'a> {
@@ -100,6 +103,10 @@ impl<'a> TenantScope<'a> {
     // ---- stacks ----
 
     pub async fn create_stack(&self, s: NewStack, now: DateTime<Utc>) -> Result<Stack> {
+        let space = match s.space_id {
+            Some(id) => self.get_space(id).await?,
+            None => self.root_space().await?,
+        };
         let slug = s.slug.clone();
         let m = stacks::ActiveModel {
             id: Set(StackId::new().to_string()),
@@ -115,6 +122,7 @@ impl<'a> TenantScope<'a> {
             autodeploy: Set(s.autodeploy),
             labels: Set(serde_json::to_string(&s.labels).unwrap_or_else(|_| "[]".into())),
             worker_pool: Set(s.worker_pool),
+            space_id: Set(Some(space.id.to_string())),
             locked_by: Set(None),
             lock_note: Set(None),
             locked_at: Set(None),
@@ -186,6 +194,10 @@ impl<'a> TenantScope<'a> {
         }
         if let Some(v) = p.worker_pool {
             m.worker_pool = Set(v);
+        }
+        if let Some(v) = p.space_id {
+            self.get_space(v).await?;
+            m.space_id = Set(Some(v.to_string()));
         }
         m.updated_at = Set(now);
         m.update(self.db).await?.try_into()

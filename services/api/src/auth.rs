@@ -1,7 +1,8 @@
 //! Authentication: who is calling, in which organization, with which role. Credentials are
 //! session JWTs (from `login`), API keys (stored as sha256 of the secret), per-run JWTs
 //! (scoped to one run and its stack, dead once the run ends) and the runner pool token.
-//! Authorization decisions are made by [`Principal::require`], in one place.
+//! Authorization decisions are made by [`Principal::require_in`] (and the organization-level
+//! `require_owner`), in one place.
 
 use argon2::Argon2;
 use argon2::password_hash::rand_core::OsRng;
@@ -12,36 +13,10 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use terraplane_domain::{ApiKeyId, OrgId, RunId, StackId, UserId};
+use terraplane_domain::{Access, ApiKeyId, OrgId, Role, RunId, SpaceId, StackId, UserId};
 use terraplane_store::Store;
 
 use crate::error::{ApiError, ApiResult};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    Reader,
-    Writer,
-    Admin,
-}
-
-impl Role {
-    pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "reader" => Some(Role::Reader),
-            "writer" => Some(Role::Writer),
-            "admin" | "owner" => Some(Role::Admin),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Reader => "reader",
-            Role::Writer => "writer",
-            Role::Admin => "admin",
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Actor {
@@ -50,23 +25,39 @@ pub enum Actor {
     Run { run_id: RunId, stack_id: StackId },
 }
 
+/// The caller of one request: organization, identity and what it may do where.
 #[derive(Clone, Debug)]
 pub struct Principal {
     pub org: OrgId,
     pub actor: Actor,
-    pub role: Role,
+    pub access: Access,
+    /// An instance administrator (may create organizations).
+    pub instance_admin: bool,
 }
 
-/// What a caller wants to do; [`Principal::require`] says yes or no.
+/// What a caller wants to do with something in a space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
+    /// See it (and its runs and logs).
     Read,
+    /// Trigger, confirm, discard runs; edit stacks.
     Write,
+    /// Manage the space: its stacks' lifecycle, its bindings, its sub-spaces.
     Admin,
 }
 
+impl Action {
+    fn needs(self) -> Role {
+        match self {
+            Action::Read => Role::Reader,
+            Action::Write => Role::Writer,
+            Action::Admin => Role::Admin,
+        }
+    }
+}
+
 impl Principal {
-    /// A readable name for audit fields, lock holders and run triggers.
+    /// A readable name for lock holders, run triggers and audit fields.
     pub fn name(&self) -> String {
         match &self.actor {
             Actor::User { email, .. } => email.clone(),
@@ -75,26 +66,46 @@ impl Principal {
         }
     }
 
-    pub fn require(&self, action: Action) -> ApiResult<()> {
-        let needed = match action {
-            Action::Read => Role::Reader,
-            Action::Write => Role::Writer,
-            Action::Admin => Role::Admin,
-        };
-        // Run tokens speak only the state backend and the runner protocol, which check
-        // their scope themselves; they never drive the product API.
-        if matches!(self.actor, Actor::Run { .. }) {
-            return Err(ApiError::Forbidden("a run token cannot be used for this".into()));
+    /// Run tokens speak only the state backend and the runner protocol.
+    fn not_a_run(&self) -> ApiResult<()> {
+        match self.actor {
+            Actor::Run { .. } => Err(ApiError::Forbidden("a run token cannot be used for this".into())),
+            _ => Ok(()),
         }
-        if self.role >= needed {
+    }
+
+    /// The one authorization check for things that live in a space: something the caller
+    /// cannot see is "not found" (`what`), something it sees but may not change is 403.
+    pub fn require_in(&self, space: SpaceId, action: Action, what: &'static str) -> ApiResult<Role> {
+        self.not_a_run()?;
+        match self.access.role_in(space) {
+            None => Err(ApiError::NotFound(what)),
+            Some(r) if r >= action.needs() => Ok(r),
+            Some(r) => Err(ApiError::Forbidden(format!(
+                "this needs the {} role in the {what}'s space; you have {}",
+                action.needs().as_str(),
+                r.as_str()
+            ))),
+        }
+    }
+
+    pub fn can_see(&self, space: SpaceId) -> bool {
+        !matches!(self.actor, Actor::Run { .. }) && self.access.role_in(space).is_some()
+    }
+
+    /// Managing the organization itself (members, teams): owners only.
+    pub fn require_owner(&self) -> ApiResult<()> {
+        self.not_a_run()?;
+        if self.access.is_owner() {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!(
-                "this needs the {} role; you have {}",
-                needed.as_str(),
-                self.role.as_str()
-            )))
+            Err(ApiError::Forbidden("this needs the organization owner role".into()))
         }
+    }
+
+    /// Anything a member of the organization may do (who am I, list teams).
+    pub fn require_member(&self) -> ApiResult<()> {
+        self.not_a_run()
     }
 
     /// A run principal may touch only its own stack: anything else does not exist for it.
@@ -196,8 +207,11 @@ impl Auth {
         if key.expires_at.is_some_and(|e| e <= now) {
             return Err(ApiError::Unauthenticated("API key expired".into()));
         }
-        let role =
-            Role::parse(&key.role).ok_or_else(|| ApiError::Unauthenticated("API key has no valid role".into()))?;
+        let access = store
+            .scope(key.org_id)
+            .api_key_access(&key)
+            .await?
+            .ok_or_else(|| ApiError::Unauthenticated("API key's creator is no longer a member".into()))?;
         if let Err(e) = store.touch_api_key(key.id, now).await {
             tracing::warn!(error = %e, "cannot record API key use");
         }
@@ -207,7 +221,8 @@ impl Auth {
                 id: key.id,
                 name: key.name,
             },
-            role,
+            access,
+            instance_admin: false,
         })
     }
 
@@ -225,19 +240,19 @@ impl Auth {
             SESSION => {
                 let user_id: UserId = c.sub.parse().map_err(|_| bad())?;
                 let user = store.get_user(user_id).await.map_err(|_| bad())?;
-                let role = if user.is_admin {
-                    Role::Admin
-                } else {
-                    let r = store.get_membership(org, user_id).await.map_err(|_| bad())?;
-                    Role::parse(&r).ok_or_else(bad)?
-                };
+                let access = store
+                    .scope(org)
+                    .user_access(user_id)
+                    .await?
+                    .ok_or_else(|| ApiError::Unauthenticated("no longer a member of this organization".into()))?;
                 Ok(Principal {
                     org,
                     actor: Actor::User {
                         id: user.id,
                         email: user.email,
                     },
-                    role,
+                    access,
+                    instance_admin: user.is_admin,
                 })
             }
             RUN => {
@@ -253,7 +268,8 @@ impl Auth {
                 Ok(Principal {
                     org,
                     actor: Actor::Run { run_id, stack_id },
-                    role: Role::Writer,
+                    access: Access::default(),
+                    instance_admin: false,
                 })
             }
             _ => Err(bad()),

@@ -37,7 +37,7 @@ pub async fn seed(store: &Store, cfg: &Config, now: DateTime<Utc>) -> anyhow::Re
             let u = store
                 .create_user(&email, "Administrator", Some(hash), true, now)
                 .await?;
-            store.add_member(org.id, u.id, "admin", now).await?;
+            store.add_member(org.id, u.id, "owner", now).await?;
             u
         }
         Err(e) => return Err(e.into()),
@@ -46,7 +46,16 @@ pub async fn seed(store: &Store, cfg: &Config, now: DateTime<Utc>) -> anyhow::Re
         let hash = hash_secret(token.expose());
         if store.find_api_key_by_hash(&hash).await?.is_none() {
             store
-                .create_api_key(org.id, Some(admin.id), "bootstrap", &hash, "admin", None, now)
+                .create_api_key(
+                    org.id,
+                    Some(admin.id),
+                    "bootstrap",
+                    &hash,
+                    "owner",
+                    "service",
+                    None,
+                    now,
+                )
                 .await?;
         }
     }

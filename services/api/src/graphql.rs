@@ -208,6 +208,17 @@ impl Stack {
     async fn worker_pool(&self) -> &str {
         &self.0.worker_pool
     }
+    /// Slug of the stack's space.
+    async fn space(&self, ctx: &Context<'_>) -> async_graphql::Result<String> {
+        let p = principal(ctx)?;
+        Ok(state(ctx)
+            .store
+            .scope(p.org)
+            .get_space(self.0.space_id)
+            .await
+            .map_err(ApiError::from)?
+            .slug)
+    }
     async fn lock(&self) -> Option<StackLock> {
         self.0.lock.as_ref().map(|l| StackLock {
             holder: l.holder.clone(),
@@ -419,12 +430,139 @@ impl From<terraplane_store::StateVersion> for StateVersion {
 
 async fn load_run(ctx: &Context<'_>, id: RunId) -> ApiResult<Run> {
     let p = principal(ctx)?;
-    let scope = state(ctx).store.scope(p.org);
-    let run = scope.get_run(id).await?;
-    let stack = scope.get_stack(run.stack_id).await?;
+    let (run, stack) = service::get_run(state(ctx), p, id, Action::Read).await?;
     Ok(Run {
         run,
         stack_slug: stack.slug,
+    })
+}
+
+pub struct Space {
+    space: terraplane_store::Space,
+    parent: Option<String>,
+}
+
+#[Object]
+impl Space {
+    /// The space's slug.
+    async fn id(&self) -> ID {
+        ID(self.space.slug.clone())
+    }
+    async fn name(&self) -> &str {
+        &self.space.name
+    }
+    async fn description(&self) -> &str {
+        &self.space.description
+    }
+    /// Slug of the parent space; none for the root space.
+    async fn parent(&self) -> Option<&str> {
+        self.parent.as_deref()
+    }
+    /// Whether roles granted on the parent apply here too.
+    async fn inherit(&self) -> bool {
+        self.space.inherit
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.space.created_at
+    }
+}
+
+fn spaces_with_parents(all: &[terraplane_store::Space], visible: Vec<terraplane_store::Space>) -> Vec<Space> {
+    let slug = |id| all.iter().find(|s| s.id == id).map(|s| s.slug.clone());
+    visible
+        .into_iter()
+        .map(|s| Space {
+            parent: s.parent_id.and_then(slug),
+            space: s,
+        })
+        .collect()
+}
+
+#[derive(SimpleObject)]
+pub struct Team {
+    /// The team's slug.
+    id: ID,
+    name: String,
+    /// Members' emails.
+    members: Vec<String>,
+}
+
+#[derive(SimpleObject)]
+pub struct Member {
+    id: ID,
+    email: String,
+    name: String,
+    /// `owner` or `member` of the organization.
+    role: String,
+}
+
+#[derive(SimpleObject)]
+pub struct RoleBinding {
+    /// Slug of the space.
+    space: String,
+    /// `user`, `team` or `api_key`.
+    subject_kind: String,
+    /// The user's email, the team's slug or the API key's id.
+    subject: String,
+    role: String,
+    created_at: DateTime<Utc>,
+}
+
+#[derive(InputObject)]
+pub struct SubjectInput {
+    user: Option<String>,
+    team: Option<String>,
+    api_key: Option<String>,
+}
+
+impl SubjectInput {
+    fn into_ref(self) -> ApiResult<service::SubjectRef> {
+        match (self.user, self.team, self.api_key) {
+            (Some(u), None, None) => Ok(service::SubjectRef::User(u)),
+            (None, Some(t), None) => Ok(service::SubjectRef::Team(t)),
+            (None, None, Some(k)) => Ok(service::SubjectRef::ApiKey(k)),
+            _ => Err(ApiError::BadRequest("give exactly one of user, team or apiKey".into())),
+        }
+    }
+}
+
+async fn team_view(st: &AppState, p: &Principal, t: terraplane_store::Team) -> ApiResult<Team> {
+    let ids = st.store.scope(p.org).list_team_members(t.id).await?;
+    let mut members = Vec::new();
+    for id in ids {
+        members.push(st.store.get_user(id).await?.email);
+    }
+    members.sort();
+    Ok(Team {
+        id: ID(t.slug),
+        name: t.name,
+        members,
+    })
+}
+
+async fn binding_view(st: &AppState, p: &Principal, b: terraplane_store::RoleBinding) -> ApiResult<RoleBinding> {
+    let scope = st.store.scope(p.org);
+    let space = scope.get_space(b.space_id).await?.slug;
+    let (kind, subject) = match b.subject {
+        terraplane_store::Subject::User(u) => ("user", st.store.get_user(u).await?.email),
+        terraplane_store::Subject::Team(t) => {
+            let slug = scope
+                .list_teams()
+                .await?
+                .into_iter()
+                .find(|x| x.id == t)
+                .map(|x| x.slug)
+                .unwrap_or_default();
+            ("team", slug)
+        }
+        terraplane_store::Subject::ApiKey(k) => ("api_key", k.to_string()),
+    };
+    Ok(RoleBinding {
+        space,
+        subject_kind: kind.into(),
+        subject,
+        role: b.role.as_str().into(),
+        created_at: b.created_at,
     })
 }
 
@@ -447,19 +585,18 @@ impl QueryRoot {
                 slug: org.slug,
                 name: org.name,
             },
-            role: p.role.as_str().into(),
+            role: if p.access.is_owner() {
+                "owner".into()
+            } else {
+                "member".into()
+            },
         })
     }
 
     async fn stacks(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Stack>> {
         let p = principal(ctx)?;
-        p.require(Action::Read)?;
-        Ok(state(ctx)
-            .store
-            .scope(p.org)
-            .list_stacks()
-            .await
-            .map_err(ApiError::from)?
+        Ok(service::list_stacks(state(ctx), p)
+            .await?
             .into_iter()
             .map(Stack)
             .collect())
@@ -467,11 +604,10 @@ impl QueryRoot {
 
     async fn stack(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Stack>> {
         let p = principal(ctx)?;
-        p.require(Action::Read)?;
-        match state(ctx).store.scope(p.org).get_stack_by_slug(&id).await {
+        match service::get_stack(state(ctx), p, &id, Action::Read).await {
             Ok(s) => Ok(Some(Stack(s))),
-            Err(terraplane_store::StoreError::NotFound(_)) => Ok(None),
-            Err(e) => Err(ApiError::from(e).into()),
+            Err(ApiError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -482,9 +618,8 @@ impl QueryRoot {
         #[graphql(default = 20)] limit: u64,
     ) -> async_graphql::Result<Vec<Run>> {
         let p = principal(ctx)?;
-        p.require(Action::Read)?;
+        let stack = service::get_stack(state(ctx), p, &stack_id, Action::Read).await?;
         let scope = state(ctx).store.scope(p.org);
-        let stack = scope.get_stack_by_slug(&stack_id).await.map_err(ApiError::from)?;
         let runs = scope
             .list_runs(stack.id, limit.min(500))
             .await
@@ -499,7 +634,7 @@ impl QueryRoot {
     }
 
     async fn run(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Run>> {
-        principal(ctx)?.require(Action::Read)?;
+        principal(ctx)?.require_member()?;
         let Ok(id) = id.parse::<RunId>() else {
             return Ok(None);
         };
@@ -508,6 +643,78 @@ impl QueryRoot {
             Err(ApiError::NotFound(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The caller's organizations (every organization for instance administrators).
+    async fn organizations(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Organization>> {
+        let p = principal(ctx)?;
+        Ok(service::list_orgs(state(ctx), p)
+            .await?
+            .into_iter()
+            .map(|o| Organization {
+                id: ID(o.id.to_string()),
+                slug: o.slug,
+                name: o.name,
+            })
+            .collect())
+    }
+
+    /// Spaces the caller can see.
+    async fn spaces(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Space>> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let all = st.store.scope(p.org).list_spaces().await.map_err(ApiError::from)?;
+        let visible = service::list_spaces(st, p).await?;
+        Ok(spaces_with_parents(&all, visible))
+    }
+
+    async fn space(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Space>> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        match service::get_space(st, p, &id, Action::Read).await {
+            Ok(s) => {
+                let all = st.store.scope(p.org).list_spaces().await.map_err(ApiError::from)?;
+                Ok(spaces_with_parents(&all, vec![s]).pop())
+            }
+            Err(ApiError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn teams(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Team>> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let mut out = Vec::new();
+        for t in service::list_teams(st, p).await? {
+            out.push(team_view(st, p, t).await?);
+        }
+        Ok(out)
+    }
+
+    /// Members of the organization.
+    async fn users(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Member>> {
+        let p = principal(ctx)?;
+        Ok(service::list_users(state(ctx), p)
+            .await?
+            .into_iter()
+            .map(|(u, role)| Member {
+                id: ID(u.id.to_string()),
+                email: u.email,
+                name: u.name,
+                role,
+            })
+            .collect())
+    }
+
+    /// Role bindings on the spaces the caller administers.
+    async fn role_bindings(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<RoleBinding>> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let mut out = Vec::new();
+        for b in service::list_bindings(st, p).await? {
+            out.push(binding_view(st, p, b).await?);
+        }
+        Ok(out)
     }
 
     async fn state_versions(&self, ctx: &Context<'_>, stack_id: ID) -> async_graphql::Result<Vec<StateVersion>> {
@@ -534,6 +741,8 @@ pub struct StackCreateInput {
     autodeploy: Option<bool>,
     labels: Option<Vec<String>>,
     worker_pool: Option<String>,
+    /// Slug of the space the stack lives in; the root space when absent.
+    space: Option<String>,
 }
 
 #[derive(InputObject, Default)]
@@ -547,6 +756,8 @@ pub struct StackUpdateInput {
     autodeploy: Option<bool>,
     labels: Option<Vec<String>>,
     worker_pool: Option<String>,
+    /// Move the stack to another space (admin on both).
+    space: Option<String>,
 }
 
 pub struct MutationRoot;
@@ -613,6 +824,7 @@ impl MutationRoot {
             autodeploy: input.autodeploy,
             labels: input.labels,
             worker_pool: input.worker_pool,
+            space: input.space,
         };
         Ok(Stack(service::create_stack(state(ctx), p, i).await?))
     }
@@ -629,6 +841,10 @@ impl MutationRoot {
             autodeploy: input.autodeploy,
             labels: input.labels,
             worker_pool: input.worker_pool,
+            space_id: match input.space {
+                Some(slug) => Some(service::get_space(state(ctx), p, &slug, Action::Admin).await?.id),
+                None => None,
+            },
         };
         Ok(Stack(service::update_stack(state(ctx), p, &id, patch).await?))
     }
@@ -680,6 +896,101 @@ impl MutationRoot {
         decide(ctx, &id, RunEvent::Cancel).await
     }
 
+    /// Creates an organization (instance administrators); the caller becomes its owner.
+    async fn org_create(
+        &self,
+        ctx: &Context<'_>,
+        slug: String,
+        name: Option<String>,
+    ) -> async_graphql::Result<Organization> {
+        let p = principal(ctx)?;
+        let o = service::create_org(state(ctx), p, &slug, name.as_deref().unwrap_or("")).await?;
+        Ok(Organization {
+            id: ID(o.id.to_string()),
+            slug: o.slug,
+            name: o.name,
+        })
+    }
+
+    /// Adds a user to the organization (owners), creating the account when it is new.
+    async fn user_create(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        name: Option<String>,
+        password: Option<String>,
+        #[graphql(default = false)] owner: bool,
+    ) -> async_graphql::Result<Member> {
+        let p = principal(ctx)?;
+        let u = service::create_user(state(ctx), p, &email, name, password, owner).await?;
+        Ok(Member {
+            id: ID(u.id.to_string()),
+            email: u.email,
+            name: u.name,
+            role: if owner { "owner".into() } else { "member".into() },
+        })
+    }
+
+    /// Creates a space under `parent` (root when absent); needs admin on the parent.
+    async fn space_create(
+        &self,
+        ctx: &Context<'_>,
+        slug: String,
+        name: Option<String>,
+        parent: Option<String>,
+        #[graphql(default = false)] inherit: bool,
+        description: Option<String>,
+    ) -> async_graphql::Result<Space> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let s = service::create_space(st, p, &slug, name, parent, inherit, description).await?;
+        let all = st.store.scope(p.org).list_spaces().await.map_err(ApiError::from)?;
+        Ok(spaces_with_parents(&all, vec![s])
+            .pop()
+            .ok_or(ApiError::NotFound("space"))?)
+    }
+
+    /// Deletes an empty space; needs admin on its parent.
+    async fn space_delete(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<bool> {
+        let p = principal(ctx)?;
+        service::delete_space(state(ctx), p, &id).await?;
+        Ok(true)
+    }
+
+    async fn team_create(&self, ctx: &Context<'_>, slug: String, name: Option<String>) -> async_graphql::Result<Team> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let t = service::create_team(st, p, &slug, name).await?;
+        Ok(team_view(st, p, t).await?)
+    }
+
+    async fn team_add_member(&self, ctx: &Context<'_>, team: ID, email: String) -> async_graphql::Result<Team> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let t = service::add_team_member(st, p, &team, &email).await?;
+        Ok(team_view(st, p, t).await?)
+    }
+
+    /// Grants `role` (reader, writer, admin) on a space to a user, team or API key.
+    async fn role_grant(
+        &self,
+        ctx: &Context<'_>,
+        space: ID,
+        subject: SubjectInput,
+        role: String,
+    ) -> async_graphql::Result<RoleBinding> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let b = service::grant_role(st, p, &space, subject.into_ref()?, &role).await?;
+        Ok(binding_view(st, p, b).await?)
+    }
+
+    async fn role_revoke(&self, ctx: &Context<'_>, space: ID, subject: SubjectInput) -> async_graphql::Result<bool> {
+        let p = principal(ctx)?;
+        service::revoke_role(state(ctx), p, &space, subject.into_ref()?).await?;
+        Ok(true)
+    }
+
     /// Releases the stack's Terraform state lock whoever holds it (admin only): the way out
     /// after a runner died mid-apply.
     async fn state_force_unlock(&self, ctx: &Context<'_>, stack_id: ID) -> async_graphql::Result<StateLockInfo> {
@@ -712,10 +1023,9 @@ impl SubscriptionRoot {
         after_seq: Option<i64>,
     ) -> async_graphql::Result<impl Stream<Item = LogChunk> + use<>> {
         let p = principal(ctx)?.clone();
-        p.require(Action::Read)?;
         let st = state(ctx).clone();
         let id = parse_run_id(&run_id)?;
-        st.store.scope(p.org).get_run(id).await.map_err(ApiError::from)?;
+        service::get_run(&st, &p, id, Action::Read).await?;
         let mut rx = st.bus.subscribe();
         Ok(async_stream::stream! {
             let mut last = after_seq;
@@ -744,12 +1054,9 @@ impl SubscriptionRoot {
         run_id: ID,
     ) -> async_graphql::Result<impl Stream<Item = Run> + use<>> {
         let p = principal(ctx)?.clone();
-        p.require(Action::Read)?;
         let st = state(ctx).clone();
         let id = parse_run_id(&run_id)?;
-        let scope = st.store.scope(p.org);
-        let first = scope.get_run(id).await.map_err(ApiError::from)?;
-        let slug = scope.get_stack(first.stack_id).await.map_err(ApiError::from)?.slug;
+        let slug = service::get_run(&st, &p, id, Action::Read).await?.1.slug;
         let mut rx = st.bus.subscribe();
         Ok(async_stream::stream! {
             let mut seen: Option<RunState> = None;

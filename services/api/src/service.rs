@@ -1,14 +1,20 @@
 //! The product's operations, shared by GraphQL and REST. Each takes the caller's principal,
-//! checks it through `Principal::require`, and works through the tenant-scoped store.
+//! checks it through `Principal::require_in` (or `require_owner` for the organization
+//! itself), and works through the tenant-scoped store. Reads go through here too, so a
+//! thing in a space the caller cannot see is "not found" everywhere.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use terraplane_domain::Role;
 use terraplane_domain::{RunEvent, RunId, RunType, Slug};
-use terraplane_store::{NewRun, NewStack, Run, RunUpdate, Stack, StackPatch, StateLock, StateVersion};
+use terraplane_store::{
+    NewRun, NewSpace, NewStack, Organization, RoleBinding, Run, RunUpdate, Space, Stack, StackPatch, StateLock,
+    StateVersion, Subject, Team, User,
+};
 
 use crate::AppState;
-use crate::auth::{Action, Actor, Principal};
+use crate::auth::{Action, Actor, Principal, hash_password};
 use crate::bus::BusEvent;
 use crate::error::{ApiError, ApiResult};
 
@@ -24,6 +30,46 @@ pub struct StackInput {
     pub autodeploy: Option<bool>,
     pub labels: Option<Vec<String>>,
     pub worker_pool: Option<String>,
+    /// Slug of the space; the root space when absent.
+    pub space: Option<String>,
+}
+
+fn store_err(code: &'static str) -> impl Fn(terraplane_store::StoreError) -> ApiError {
+    move |e| match e {
+        terraplane_store::StoreError::Conflict(m) => ApiError::conflict(code, m),
+        e => e.into(),
+    }
+}
+
+fn parse_slug(s: &str) -> ApiResult<Slug> {
+    Slug::parse(s).map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
+/// Stacks the caller can see.
+pub async fn list_stacks(st: &AppState, p: &Principal) -> ApiResult<Vec<Stack>> {
+    p.require_member()?;
+    let stacks = st.store.scope(p.org).list_stacks().await?;
+    Ok(stacks.into_iter().filter(|s| p.can_see(s.space_id)).collect())
+}
+
+/// A stack the caller may `action`; invisible ones are "not found".
+pub async fn get_stack(st: &AppState, p: &Principal, slug: &str, action: Action) -> ApiResult<Stack> {
+    p.require_member()?;
+    let stack = st.store.scope(p.org).get_stack_by_slug(slug).await?;
+    p.require_in(stack.space_id, action, "stack")?;
+    Ok(stack)
+}
+
+/// A run (with its stack) the caller may `action`.
+pub async fn get_run(st: &AppState, p: &Principal, id: RunId, action: Action) -> ApiResult<(Run, Stack)> {
+    p.require_member()?;
+    let scope = st.store.scope(p.org);
+    let run = scope.get_run(id).await?;
+    let stack = scope.get_stack(run.stack_id).await?;
+    // Without read access the run doesn't exist for the caller.
+    p.require_in(stack.space_id, Action::Read, "run")?;
+    p.require_in(stack.space_id, action, "run")?;
+    Ok((run, stack))
 }
 
 fn validate_project_root(p: &str) -> ApiResult<()> {
@@ -43,7 +89,13 @@ fn validate_repository(r: &str) -> ApiResult<()> {
 }
 
 pub async fn create_stack(st: &AppState, p: &Principal, i: StackInput) -> ApiResult<Stack> {
-    p.require(Action::Write)?;
+    p.require_member()?;
+    let scope = st.store.scope(p.org);
+    let space = match &i.space {
+        Some(s) => scope.get_space_by_slug(s).await?,
+        None => scope.root_space().await?,
+    };
+    p.require_in(space.id, Action::Admin, "space")?;
     let slug = match &i.slug {
         Some(s) => Slug::parse(s).map_err(|e| ApiError::BadRequest(e.to_string()))?,
         None => Slug::from_name(&i.name).map_err(|e| ApiError::BadRequest(e.to_string()))?,
@@ -72,6 +124,7 @@ pub async fn create_stack(st: &AppState, p: &Principal, i: StackInput) -> ApiRes
         autodeploy: i.autodeploy.unwrap_or(false),
         labels: i.labels.unwrap_or_default(),
         worker_pool: i.worker_pool.unwrap_or_else(|| st.cfg.runner.pool.clone()),
+        space_id: Some(space.id),
     };
     st.store
         .scope(p.org)
@@ -84,7 +137,12 @@ pub async fn create_stack(st: &AppState, p: &Principal, i: StackInput) -> ApiRes
 }
 
 pub async fn update_stack(st: &AppState, p: &Principal, slug: &str, patch: StackPatch) -> ApiResult<Stack> {
-    p.require(Action::Write)?;
+    let stack = get_stack(st, p, slug, Action::Write).await?;
+    if let Some(target) = patch.space_id {
+        // Moving a stack takes admin on both ends.
+        p.require_in(stack.space_id, Action::Admin, "stack")?;
+        p.require_in(target, Action::Admin, "space")?;
+    }
     if let Some(r) = &patch.repository {
         validate_repository(r)?;
     }
@@ -98,7 +156,7 @@ pub async fn update_stack(st: &AppState, p: &Principal, slug: &str, patch: Stack
 }
 
 pub async fn delete_stack(st: &AppState, p: &Principal, slug: &str) -> ApiResult<Stack> {
-    p.require(Action::Admin)?;
+    get_stack(st, p, slug, Action::Admin).await?;
     st.store.scope(p.org).delete_stack(slug).await.map_err(|e| match e {
         terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_busy", m),
         e => e.into(),
@@ -106,7 +164,7 @@ pub async fn delete_stack(st: &AppState, p: &Principal, slug: &str) -> ApiResult
 }
 
 pub async fn lock_stack(st: &AppState, p: &Principal, slug: &str, note: Option<String>) -> ApiResult<Stack> {
-    p.require(Action::Write)?;
+    get_stack(st, p, slug, Action::Write).await?;
     st.store
         .scope(p.org)
         .lock_stack(slug, &p.name(), note, st.clock.now())
@@ -118,7 +176,7 @@ pub async fn lock_stack(st: &AppState, p: &Principal, slug: &str, note: Option<S
 }
 
 pub async fn unlock_stack(st: &AppState, p: &Principal, slug: &str, force: bool) -> ApiResult<Stack> {
-    p.require(if force { Action::Admin } else { Action::Write })?;
+    get_stack(st, p, slug, if force { Action::Admin } else { Action::Write }).await?;
     st.store
         .scope(p.org)
         .unlock_stack(slug, &p.name(), force)
@@ -161,9 +219,8 @@ pub async fn trigger_run(
     run_type: RunType,
     commit_sha: Option<String>,
 ) -> ApiResult<Run> {
-    p.require(Action::Write)?;
+    let stack = get_stack(st, p, slug, Action::Write).await?;
     let scope = st.store.scope(p.org);
-    let stack = scope.get_stack_by_slug(slug).await?;
     if let Some(c) = &commit_sha
         && (c.len() < 7 || !c.chars().all(|ch| ch.is_ascii_hexdigit()))
     {
@@ -196,7 +253,7 @@ pub async fn trigger_run(
 }
 
 pub async fn decide_run(st: &AppState, p: &Principal, id: RunId, event: RunEvent) -> ApiResult<Run> {
-    p.require(Action::Write)?;
+    get_run(st, p, id, Action::Write).await?;
     let scope = st.store.scope(p.org);
     let now = st.clock.now();
     let note = format!("{} by {}", event.name(), p.name());
@@ -225,19 +282,286 @@ pub async fn decide_run(st: &AppState, p: &Principal, id: RunId, event: RunEvent
 }
 
 pub async fn force_unlock_state(st: &AppState, p: &Principal, slug: &str) -> ApiResult<StateLock> {
-    p.require(Action::Admin)?;
+    let stack = get_stack(st, p, slug, Action::Admin).await?;
     let scope = st.store.scope(p.org);
-    let stack = scope.get_stack_by_slug(slug).await?;
     match scope.unlock_state(stack.id, None, true).await? {
         Ok(l) | Err(l) => Ok(l),
     }
 }
 
 pub async fn state_versions(st: &AppState, p: &Principal, slug: &str) -> ApiResult<Vec<StateVersion>> {
-    p.require(Action::Read)?;
+    let stack = get_stack(st, p, slug, Action::Read).await?;
+    Ok(st.store.scope(p.org).list_state_versions(stack.id).await?)
+}
+
+// ---- organizations, users, spaces, teams, role bindings ----
+
+/// Creates an organization with its root space; the creator becomes its owner.
+pub async fn create_org(st: &AppState, p: &Principal, slug: &str, name: &str) -> ApiResult<Organization> {
+    if !p.instance_admin {
+        return Err(ApiError::Forbidden(
+            "only instance administrators create organizations".into(),
+        ));
+    }
+    let slug = parse_slug(slug)?;
+    let name = if name.trim().is_empty() { slug.as_str() } else { name };
+    let now = st.clock.now();
+    let org = st
+        .store
+        .create_org(slug.as_str(), name, now)
+        .await
+        .map_err(store_err("organization_exists"))?;
+    if let Some(user) = user_id(p) {
+        st.store.add_member(org.id, user, "owner", now).await?;
+    }
+    Ok(org)
+}
+
+/// The caller's organizations; every organization for instance administrators.
+pub async fn list_orgs(st: &AppState, p: &Principal) -> ApiResult<Vec<Organization>> {
+    p.require_member()?;
+    if p.instance_admin {
+        return Ok(st.store.list_orgs().await?);
+    }
+    match user_id(p) {
+        Some(u) => Ok(st
+            .store
+            .list_memberships(u)
+            .await?
+            .into_iter()
+            .map(|(o, _)| o)
+            .collect()),
+        None => Ok(vec![st.store.get_org(p.org).await?]),
+    }
+}
+
+fn validate_email(email: &str) -> ApiResult<()> {
+    let ok = email.len() <= 254
+        && email
+            .split_once('@')
+            .is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !d.starts_with('.'))
+        && !email.chars().any(char::is_whitespace);
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest(format!("{email:?} is not an email address")))
+    }
+}
+
+/// Adds a user to the caller's organization (creating the account when it is new).
+pub async fn create_user(
+    st: &AppState,
+    p: &Principal,
+    email: &str,
+    name: Option<String>,
+    password: Option<String>,
+    owner: bool,
+) -> ApiResult<User> {
+    p.require_owner()?;
+    validate_email(email)?;
+    if password.as_deref().is_some_and(|pw| pw.chars().count() < 12) {
+        return Err(ApiError::BadRequest("a password needs at least 12 characters".into()));
+    }
+    let now = st.clock.now();
+    let user = match st.store.get_user_by_email(email).await {
+        Ok(u) => u,
+        Err(terraplane_store::StoreError::NotFound(_)) => {
+            let hash = match password {
+                Some(pw) => Some(
+                    tokio::task::spawn_blocking(move || hash_password(&pw))
+                        .await
+                        .map_err(|e| ApiError::Internal(e.into()))??,
+                ),
+                None => None,
+            };
+            let name = name.unwrap_or_else(|| email.split('@').next().unwrap_or(email).to_owned());
+            st.store
+                .create_user(email, &name, hash, false, now)
+                .await
+                .map_err(store_err("user_exists"))?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if st.store.scope(p.org).member_role(user.id).await?.is_some() {
+        return Err(ApiError::conflict(
+            "member_exists",
+            format!("{email} is already a member"),
+        ));
+    }
+    st.store
+        .add_member(p.org, user.id, if owner { "owner" } else { "member" }, now)
+        .await?;
+    Ok(user)
+}
+
+pub async fn list_users(st: &AppState, p: &Principal) -> ApiResult<Vec<(User, String)>> {
+    p.require_member()?;
+    Ok(st.store.list_members(p.org).await?)
+}
+
+/// Spaces the caller can see.
+pub async fn list_spaces(st: &AppState, p: &Principal) -> ApiResult<Vec<Space>> {
+    p.require_member()?;
+    let spaces = st.store.scope(p.org).list_spaces().await?;
+    Ok(spaces.into_iter().filter(|s| p.can_see(s.id)).collect())
+}
+
+pub async fn get_space(st: &AppState, p: &Principal, slug: &str, action: Action) -> ApiResult<Space> {
+    p.require_member()?;
+    let space = st.store.scope(p.org).get_space_by_slug(slug).await?;
+    p.require_in(space.id, action, "space")?;
+    Ok(space)
+}
+
+/// A new space under `parent` (root when absent): admin on the parent.
+pub async fn create_space(
+    st: &AppState,
+    p: &Principal,
+    slug: &str,
+    name: Option<String>,
+    parent: Option<String>,
+    inherit: bool,
+    description: Option<String>,
+) -> ApiResult<Space> {
+    let slug = parse_slug(slug)?;
+    let parent = get_space(
+        st,
+        p,
+        parent.as_deref().unwrap_or(terraplane_store::ROOT_SPACE),
+        Action::Admin,
+    )
+    .await?;
+    let new = NewSpace {
+        slug: slug.to_string(),
+        name: name
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| slug.to_string()),
+        description: description.unwrap_or_default(),
+        parent: parent.id,
+        inherit,
+    };
+    st.store
+        .scope(p.org)
+        .create_space(new, st.clock.now())
+        .await
+        .map_err(store_err("space_exists"))
+}
+
+/// Deletes an empty space: admin on its parent.
+pub async fn delete_space(st: &AppState, p: &Principal, slug: &str) -> ApiResult<Space> {
+    let space = get_space(st, p, slug, Action::Read).await?;
+    match space.parent_id {
+        Some(parent) => p.require_in(parent, Action::Admin, "space")?,
+        None => {
+            return Err(ApiError::conflict(
+                "space_not_empty",
+                "the root space cannot be deleted",
+            ));
+        }
+    };
+    st.store
+        .scope(p.org)
+        .delete_space(slug)
+        .await
+        .map_err(store_err("space_not_empty"))
+}
+
+pub async fn create_team(st: &AppState, p: &Principal, slug: &str, name: Option<String>) -> ApiResult<Team> {
+    p.require_owner()?;
+    let slug = parse_slug(slug)?;
+    let name = name
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| slug.to_string());
+    st.store
+        .scope(p.org)
+        .create_team(slug.as_str(), &name, st.clock.now())
+        .await
+        .map_err(store_err("team_exists"))
+}
+
+pub async fn list_teams(st: &AppState, p: &Principal) -> ApiResult<Vec<Team>> {
+    p.require_member()?;
+    Ok(st.store.scope(p.org).list_teams().await?)
+}
+
+pub async fn add_team_member(st: &AppState, p: &Principal, team: &str, email: &str) -> ApiResult<Team> {
+    p.require_owner()?;
     let scope = st.store.scope(p.org);
-    let stack = scope.get_stack_by_slug(slug).await?;
-    Ok(scope.list_state_versions(stack.id).await?)
+    let team = scope.get_team_by_slug(team).await?;
+    let user = match st.store.get_user_by_email(email).await {
+        Ok(u) => u,
+        Err(terraplane_store::StoreError::NotFound(_)) => return Err(ApiError::NotFound("user")),
+        Err(e) => return Err(e.into()),
+    };
+    scope.add_team_member(team.id, user.id, st.clock.now()).await?;
+    Ok(team)
+}
+
+/// Whom a grant is for, as the API names it.
+pub enum SubjectRef {
+    User(String),
+    Team(String),
+    ApiKey(String),
+}
+
+async fn resolve_subject(st: &AppState, p: &Principal, s: &SubjectRef) -> ApiResult<Subject> {
+    let scope = st.store.scope(p.org);
+    Ok(match s {
+        SubjectRef::User(email) => {
+            let user = st
+                .store
+                .get_user_by_email(email)
+                .await
+                .map_err(|_| ApiError::NotFound("user"))?;
+            scope.member_role(user.id).await?.ok_or(ApiError::NotFound("user"))?;
+            Subject::User(user.id)
+        }
+        SubjectRef::Team(slug) => Subject::Team(scope.get_team_by_slug(slug).await?.id),
+        SubjectRef::ApiKey(id) => {
+            let id: terraplane_domain::ApiKeyId = id.parse().map_err(|_| ApiError::NotFound("API key"))?;
+            let key = st.store.get_api_key(p.org, id).await?;
+            Subject::ApiKey(key.id)
+        }
+    })
+}
+
+/// Grants a role on a space (admin there).
+pub async fn grant_role(
+    st: &AppState,
+    p: &Principal,
+    space: &str,
+    subject: SubjectRef,
+    role: &str,
+) -> ApiResult<RoleBinding> {
+    let role = Role::parse(role).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "unknown role {role:?}: {}",
+            terraplane_domain::access::ROLE_RULE
+        ))
+    })?;
+    let space = get_space(st, p, space, Action::Admin).await?;
+    let subject = resolve_subject(st, p, &subject).await?;
+    Ok(st
+        .store
+        .scope(p.org)
+        .grant(space.id, subject, role, st.clock.now())
+        .await?)
+}
+
+pub async fn revoke_role(st: &AppState, p: &Principal, space: &str, subject: SubjectRef) -> ApiResult<()> {
+    let space = get_space(st, p, space, Action::Admin).await?;
+    let subject = resolve_subject(st, p, &subject).await?;
+    Ok(st.store.scope(p.org).revoke(space.id, subject).await?)
+}
+
+/// Role bindings on spaces the caller administers.
+pub async fn list_bindings(st: &AppState, p: &Principal) -> ApiResult<Vec<RoleBinding>> {
+    p.require_member()?;
+    let all = st.store.scope(p.org).list_bindings().await?;
+    Ok(all
+        .into_iter()
+        .filter(|b| p.access.role_in(b.space_id) == Some(Role::Admin))
+        .collect())
 }
 
 pub fn user_id(p: &Principal) -> Option<terraplane_domain::UserId> {

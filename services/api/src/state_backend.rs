@@ -40,6 +40,8 @@ async fn handle(
     let scope = st.store.scope(p.org);
     let stack = scope.get_stack_by_slug(&stack_slug).await?;
     p.require_stack(stack.id)?;
+    // A stack in a space the caller can't see does not exist for it.
+    require_user(&p, &stack, Action::Read)?;
     let query = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
         .map(|q| q.into_inner())
         .unwrap_or_default();
@@ -58,7 +60,7 @@ async fn handle(
             .await
         }
         "DELETE" => {
-            require_user(&p, Action::Admin)?;
+            require_user(&p, &stack, Action::Admin)?;
             scope.delete_state(stack.id).await.map_err(|e| match e {
                 terraplane_store::StoreError::Conflict(m) => ApiError::conflict("state_locked", m),
                 e => e.into(),
@@ -77,10 +79,10 @@ async fn handle(
 }
 
 /// Users and API keys need `action`; a run token is good for its own stack (checked above).
-fn require_user(p: &Principal, action: Action) -> ApiResult<()> {
+fn require_user(p: &Principal, stack: &Stack, action: Action) -> ApiResult<()> {
     match p.actor {
         Actor::Run { .. } => Ok(()),
-        _ => p.require(action),
+        _ => p.require_in(stack.space_id, action, "stack").map(|_| ()),
     }
 }
 
@@ -90,7 +92,7 @@ async fn get_state(
     stack: &Stack,
     serial: Option<&String>,
 ) -> ApiResult<HttpResponse> {
-    require_user(p, Action::Read)?;
+    require_user(p, stack, Action::Read)?;
     let found = match serial {
         Some(s) => {
             let n: i64 = s
@@ -121,7 +123,7 @@ async fn post_state(
     body: &[u8],
     lock_id: Option<&str>,
 ) -> ApiResult<HttpResponse> {
-    require_user(p, Action::Write)?;
+    require_user(p, stack, Action::Write)?;
     // A run writes state only while it applies; a plan never persists state.
     if let Actor::Run { run_id, .. } = p.actor {
         let run = scope.get_run(run_id).await?;
@@ -189,7 +191,7 @@ async fn lock(
     stack: &Stack,
     body: &[u8],
 ) -> ApiResult<HttpResponse> {
-    require_user(p, Action::Write)?;
+    require_user(p, stack, Action::Write)?;
     let info: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("lock info is not valid JSON: {e}")))?;
     let id = info
@@ -249,9 +251,9 @@ async fn unlock(scope: &TenantScope<'_>, p: &Principal, stack: &Stack, body: &[u
         if matches!(p.actor, Actor::Run { .. }) {
             return Err(ApiError::Forbidden("a run token cannot force-unlock state".into()));
         }
-        p.require(Action::Write)?;
+        require_user(p, stack, Action::Write)?;
     } else {
-        require_user(p, Action::Write)?;
+        require_user(p, stack, Action::Write)?;
     }
     match scope.unlock_state(stack.id, id, is_force).await {
         Ok(Ok(_)) => Ok(HttpResponse::Ok().finish()),

@@ -67,6 +67,7 @@ pub async fn ensure_demo_stack(
                 autodeploy: false,
                 labels: vec!["demo".into()],
                 worker_pool: pool.to_owned(),
+                space_id: None,
             };
             scope.create_stack(s, Utc::now()).await?;
             Ok(())

@@ -86,6 +86,7 @@ pub fn new_stack(slug: &str) -> NewStack {
         autodeploy: false,
         labels: vec!["team:core".into()],
         worker_pool: "default".into(),
+        space_id: None,
     }
 }
 

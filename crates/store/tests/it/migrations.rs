@@ -49,4 +49,47 @@ async fn migrations_go_down_and_up_again(db: &TestDb) {
     );
 }
 
-db_tests!(migrations_go_down_and_up_again);
+/// Data written before the spaces migration lands in each organization's root space, and
+/// organization admins become owners.
+async fn spaces_migration_backfills_existing_data(db: &TestDb) {
+    let conn = Database::connect(&db.url).await.unwrap();
+    Migrator::down(&conn, None).await.unwrap();
+    Migrator::up(&conn, Some(1)).await.unwrap();
+    let (org, user, stack) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let ts = "'2026-01-01T00:00:00Z'";
+    for sql in [
+        format!("INSERT INTO organizations (id, slug, name, created_at) VALUES ('{org}', 'old', 'Old', {ts})"),
+        format!(
+            "INSERT INTO users (id, email, name, password_hash, is_admin, created_at) VALUES ('{user}', 'o@x.io', 'O', NULL, false, {ts})"
+        ),
+        format!(
+            "INSERT INTO memberships (org_id, user_id, role, created_at) VALUES ('{org}', '{user}', 'admin', {ts})"
+        ),
+        format!(
+            "INSERT INTO stacks (id, org_id, slug, name, description, repository, branch, project_root, tool, tool_version, \
+             autodeploy, labels, worker_pool, locked_by, lock_note, locked_at, created_at, updated_at) VALUES \
+             ('{stack}', '{org}', 'legacy', 'Legacy', '', 'file:///x', 'main', '', 'terraform', NULL, false, '[]', 'default', NULL, NULL, NULL, {ts}, {ts})"
+        ),
+    ] {
+        conn.execute_unprepared(&sql).await.unwrap();
+    }
+    Migrator::up(&conn, None).await.unwrap();
+    conn.close().await.unwrap();
+
+    let store = Store::connect(&db.url, 2).await.unwrap();
+    let org = store.get_org_by_slug("old").await.unwrap();
+    let scope = store.scope(org.id);
+    let root = scope.root_space().await.unwrap();
+    assert_eq!(root.parent_id, None);
+    let legacy = scope.get_stack_by_slug("legacy").await.unwrap();
+    assert_eq!(legacy.space_id, root.id);
+    let user = store.get_user_by_email("o@x.io").await.unwrap();
+    assert_eq!(scope.member_role(user.id).await.unwrap().as_deref(), Some("owner"));
+    let access = scope.user_access(user.id).await.unwrap().unwrap();
+    assert!(access.is_owner());
+}
+
+db_tests!(
+    migrations_go_down_and_up_again,
+    spaces_migration_backfills_existing_data
+);

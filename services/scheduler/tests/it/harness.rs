@@ -96,6 +96,7 @@ impl Env {
             autodeploy: false,
             labels: Vec::new(),
             worker_pool: pool.into(),
+            space_id: None,
         };
         self.store.scope(self.org).create_stack(s, self.now()).await.unwrap()
     }

@@ -70,7 +70,7 @@ async fn tpctl_drives_a_run_end_to_end() {
     let me = tp.run(&["whoami", "-o", "json"]).await.unwrap();
     let me: serde_json::Value = serde_json::from_str(&me).unwrap();
     assert_eq!(me["organization"]["slug"], "default");
-    assert_eq!(me["role"], "admin");
+    assert_eq!(me["role"], "owner");
 
     tp.run(&[
         "stack",

@@ -125,6 +125,7 @@ async fn subscriptions(app: TestApp) {
             "k",
             &terraplane_api::auth::hash_secret(key),
             "admin",
+            "service",
             None,
             chrono::Utc::now(),
         )

@@ -8,5 +8,6 @@ mod graphql;
 mod harness;
 mod lifecycle;
 mod production;
+mod rbac;
 mod resilience;
 mod state_backend;

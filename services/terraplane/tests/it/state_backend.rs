@@ -184,6 +184,7 @@ async fn plain_terraform(app: TestApp) {
             org.id,
             None,
             "reader",
+            "service",
             &terraplane_api::auth::hash_secret(reader_key),
             "reader",
             None,
@@ -376,6 +377,7 @@ async fn bad_input(app: TestApp) {
             "old",
             &terraplane_api::auth::hash_secret(expired),
             "admin",
+            "service",
             Some(Utc::now() - chrono::Duration::seconds(5)),
             Utc::now() - chrono::Duration::days(1),
         )
@@ -417,6 +419,7 @@ async fn bad_input(app: TestApp) {
             "o",
             &terraplane_api::auth::hash_secret(other_key),
             "admin",
+            "service",
             None,
             Utc::now(),
         )
