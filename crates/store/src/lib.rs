@@ -280,6 +280,34 @@ impl Store {
             .transpose()
     }
 
+    /// Keys of `org`, newest first; only `user`'s personal keys when given.
+    pub async fn list_api_keys(&self, org: OrgId, user: Option<UserId>) -> Result<Vec<ApiKey>> {
+        let mut q = api_keys::Entity::find().filter(api_keys::Column::OrgId.eq(org.to_string()));
+        if let Some(u) = user {
+            q = q.filter(api_keys::Column::UserId.eq(u.to_string()));
+        }
+        q.order_by_desc(api_keys::Column::CreatedAt)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(ApiKey::try_from)
+            .collect()
+    }
+
+    /// Revokes a key of `org` (idempotent: revoking twice keeps the first time).
+    pub async fn revoke_api_key(&self, org: OrgId, id: ApiKeyId, now: DateTime<Utc>) -> Result<ApiKey> {
+        let key = self.get_api_key(org, id).await?;
+        if key.revoked_at.is_none() {
+            api_keys::Entity::update_many()
+                .col_expr(api_keys::Column::RevokedAt, sea_orm::sea_query::Expr::value(now))
+                .filter(api_keys::Column::Id.eq(id.to_string()))
+                .filter(api_keys::Column::OrgId.eq(org.to_string()))
+                .exec(&self.db)
+                .await?;
+        }
+        self.get_api_key(org, id).await
+    }
+
     /// An API key of `org` by id.
     pub async fn get_api_key(&self, org: OrgId, id: ApiKeyId) -> Result<ApiKey> {
         api_keys::Entity::find_by_id(id.to_string())

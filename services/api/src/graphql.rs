@@ -566,6 +566,48 @@ async fn binding_view(st: &AppState, p: &Principal, b: terraplane_store::RoleBin
     })
 }
 
+#[derive(SimpleObject)]
+pub struct ApiKey {
+    id: ID,
+    name: String,
+    /// `personal` or `service`.
+    kind: String,
+    /// Organization-wide role (`owner`, `admin`, `writer`, `reader`), empty when the key's
+    /// rights come from space bindings only.
+    role: String,
+    /// The creator of a personal key.
+    owner: Option<String>,
+    created_at: DateTime<Utc>,
+    expires_at: Option<DateTime<Utc>>,
+    last_used_at: Option<DateTime<Utc>>,
+    revoked_at: Option<DateTime<Utc>>,
+}
+
+async fn key_view(st: &AppState, k: terraplane_store::ApiKey) -> ApiResult<ApiKey> {
+    let owner = match k.user_id {
+        Some(u) => Some(st.store.get_user(u).await?.email),
+        None => None,
+    };
+    Ok(ApiKey {
+        id: ID(k.id.to_string()),
+        name: k.name,
+        kind: k.kind,
+        role: k.role,
+        owner,
+        created_at: k.created_at,
+        expires_at: k.expires_at,
+        last_used_at: k.last_used_at,
+        revoked_at: k.revoked_at,
+    })
+}
+
+#[derive(SimpleObject)]
+pub struct ApiKeyCreated {
+    key: ApiKey,
+    /// The secret, shown this once: only its hash is stored.
+    secret: String,
+}
+
 pub struct QueryRoot;
 
 #[Object]
@@ -713,6 +755,17 @@ impl QueryRoot {
         let mut out = Vec::new();
         for b in service::list_bindings(st, p).await? {
             out.push(binding_view(st, p, b).await?);
+        }
+        Ok(out)
+    }
+
+    /// API keys: every key for owners, your personal keys otherwise. Secrets are never shown.
+    async fn api_keys(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ApiKey>> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let mut out = Vec::new();
+        for k in service::list_api_keys(st, p).await? {
+            out.push(key_view(st, k).await?);
         }
         Ok(out)
     }
@@ -989,6 +1042,32 @@ impl MutationRoot {
         let p = principal(ctx)?;
         service::revoke_role(state(ctx), p, &space, subject.into_ref()?).await?;
         Ok(true)
+    }
+
+    /// Creates an API key. Personal keys (the default) act for their creator and never
+    /// beyond the creator's rights; service keys (owners only) get a role, organization-wide
+    /// or on one space. The secret is returned this once.
+    async fn api_key_create(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        kind: Option<String>,
+        role: Option<String>,
+        space: Option<String>,
+        expires_in_days: Option<i64>,
+    ) -> async_graphql::Result<ApiKeyCreated> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let (k, secret) =
+            service::create_api_key(st, p, service::NewKey { name, kind, role, space, expires_in_days }).await?;
+        Ok(ApiKeyCreated { key: key_view(st, k).await?, secret })
+    }
+
+    async fn api_key_revoke(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ApiKey> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let k = service::revoke_api_key(st, p, &id).await?;
+        Ok(key_view(st, k).await?)
     }
 
     /// Releases the stack's Terraform state lock whoever holds it (admin only): the way out

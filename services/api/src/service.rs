@@ -9,7 +9,7 @@ use std::time::Duration;
 use terraplane_domain::Role;
 use terraplane_domain::{RunEvent, RunId, RunType, Slug};
 use terraplane_store::{
-    NewRun, NewSpace, NewStack, Organization, RoleBinding, Run, RunUpdate, Space, Stack, StackPatch, StateLock,
+    ApiKey, NewRun, NewSpace, NewStack, Organization, RoleBinding, Run, RunUpdate, Space, Stack, StackPatch, StateLock,
     StateVersion, Subject, Team, User,
 };
 
@@ -562,6 +562,96 @@ pub async fn list_bindings(st: &AppState, p: &Principal) -> ApiResult<Vec<RoleBi
         .into_iter()
         .filter(|b| p.access.role_in(b.space_id) == Some(Role::Admin))
         .collect())
+}
+
+// ---- API keys ----
+
+pub const MAX_KEY_DAYS: i64 = 365;
+pub const DEFAULT_KEY_DAYS: i64 = 90;
+
+pub struct NewKey {
+    pub name: String,
+    /// `personal` (default) or `service`.
+    pub kind: Option<String>,
+    /// Personal: an organization-wide role narrowing the creator's rights (all of them when
+    /// absent). Service: `owner`, `admin`, `writer` or `reader`, organization-wide, or on
+    /// `space` only.
+    pub role: Option<String>,
+    pub space: Option<String>,
+    pub expires_in_days: Option<i64>,
+}
+
+/// Creates a key and returns it with its secret, which is never shown again.
+pub async fn create_api_key(st: &AppState, p: &Principal, k: NewKey) -> ApiResult<(ApiKey, String)> {
+    p.require_member()?;
+    let name = k.name.trim();
+    if name.is_empty() || name.len() > 100 {
+        return Err(ApiError::BadRequest("a key needs a name of 1 to 100 characters".into()));
+    }
+    let days = k.expires_in_days.unwrap_or(DEFAULT_KEY_DAYS);
+    if !(1..=MAX_KEY_DAYS).contains(&days) {
+        return Err(ApiError::BadRequest(format!("expiresInDays must be between 1 and {MAX_KEY_DAYS}")));
+    }
+    let kind = k.kind.as_deref().unwrap_or("personal");
+    let role_ok = |r: &str| matches!(r, "owner" | "admin" | "writer" | "reader");
+    let now = st.clock.now();
+    let expires = Some(now + chrono::Duration::days(days));
+    let secret = crate::auth::new_api_key_secret();
+    let hash = crate::auth::hash_secret(&secret);
+    let (user, role, binding) = match kind {
+        "personal" => {
+            let Some(user) = user_id(p) else {
+                return Err(ApiError::BadRequest("personal keys are created by users; API keys create service keys".into()));
+            };
+            if k.space.is_some() {
+                return Err(ApiError::BadRequest("space applies to service keys; a personal key acts as its creator".into()));
+            }
+            let role = k.role.unwrap_or_else(|| "owner".into());
+            if !role_ok(&role) {
+                return Err(ApiError::BadRequest(format!("unknown role {role:?}: owner, admin, writer or reader")));
+            }
+            (Some(user), role, None)
+        }
+        "service" => {
+            p.require_owner()?;
+            let role = k.role.ok_or_else(|| ApiError::BadRequest("a service key needs a role".into()))?;
+            match k.space {
+                Some(space) => {
+                    let r = Role::parse(&role).ok_or_else(|| {
+                        ApiError::BadRequest(format!("unknown role {role:?}: {}", terraplane_domain::access::ROLE_RULE))
+                    })?;
+                    let space = get_space(st, p, &space, Action::Admin).await?;
+                    (None, String::new(), Some((space.id, r)))
+                }
+                None if role_ok(&role) => (None, role, None),
+                None => return Err(ApiError::BadRequest(format!("unknown role {role:?}: owner, admin, writer or reader"))),
+            }
+        }
+        other => return Err(ApiError::BadRequest(format!("unknown key kind {other:?}: personal or service"))),
+    };
+    let key = st.store.create_api_key(p.org, user, name, &hash, &role, kind, expires, now).await?;
+    if let Some((space, r)) = binding {
+        st.store.scope(p.org).grant(space, Subject::ApiKey(key.id), r, now).await?;
+    }
+    Ok((key, secret))
+}
+
+/// Keys the caller may manage: owners see every key, others their personal keys.
+pub async fn list_api_keys(st: &AppState, p: &Principal) -> ApiResult<Vec<ApiKey>> {
+    p.require_member()?;
+    let user = if p.access.is_owner() { None } else { Some(user_id(p).ok_or(ApiError::Forbidden("only owners list service keys".into()))?) };
+    Ok(st.store.list_api_keys(p.org, user).await?)
+}
+
+pub async fn revoke_api_key(st: &AppState, p: &Principal, id: &str) -> ApiResult<ApiKey> {
+    p.require_member()?;
+    let id: terraplane_domain::ApiKeyId = id.parse().map_err(|_| ApiError::NotFound("API key"))?;
+    let key = st.store.get_api_key(p.org, id).await?;
+    let own = key.user_id.is_some() && key.user_id == user_id(p);
+    if !own && !p.access.is_owner() {
+        return Err(ApiError::NotFound("API key"));
+    }
+    Ok(st.store.revoke_api_key(p.org, id, st.clock.now()).await?)
 }
 
 pub fn user_id(p: &Principal) -> Option<terraplane_domain::UserId> {

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod apikeys;
 mod cli;
 mod graphql;
 mod harness;
