@@ -2,7 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set,
+    TransactionSession, TransactionTrait,
 };
 use terraplane_domain::{Access, Role, SpaceId, SpaceNode, TeamId, UserId};
 
@@ -22,7 +23,7 @@ pub struct NewSpace {
     pub inherit: bool,
 }
 
-impl TenantScope<'_> {
+impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
     pub async fn list_spaces(&self) -> Result<Vec<Space>> {
         spaces::Entity::find()
             .filter(spaces::Column::OrgId.eq(self.org_s.clone()))

@@ -293,3 +293,27 @@ pub mod role_bindings {
     }
     no_relations!();
 }
+
+pub mod audit_events {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "audit_events")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub seq: i64,
+        pub actor: String,
+        pub action: String,
+        pub target_kind: String,
+        pub target: String,
+        pub before: Option<String>,
+        pub after: Option<String>,
+        pub request_id: Option<String>,
+        pub client_ip: Option<String>,
+        pub created_at: DateTimeUtc,
+        pub prev_hash: String,
+        pub hash: String,
+    }
+    no_relations!();
+}

@@ -4,6 +4,7 @@
 //! (login, key lookup, dispatch) live on [`Store`] and say so in their names.
 
 mod access;
+pub mod audit;
 mod entities;
 pub mod error;
 pub mod records;
@@ -14,12 +15,13 @@ mod tenant;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, EntityTrait,
-    QueryFilter, QueryOrder, Set, TransactionTrait,
+    QueryFilter, QueryOrder, Set, TransactionSession, TransactionTrait,
 };
 use terraplane_domain::{ApiKeyId, OrgId, UserId};
 use terraplane_migration::MigratorTrait;
 
 pub use access::{NewSpace, ROOT_SPACE};
+pub use audit::{AuditEvent, AuditFilter, ChainCheck, NewAuditEvent};
 use entities::*;
 pub use error::{Result, StoreError};
 pub use records::*;
@@ -81,6 +83,12 @@ impl Store {
         TenantScope::new(&self.db, org)
     }
 
+    /// Starts a transaction: changes made through [`Tx::scope`] and the audit events
+    /// recording them commit together or not at all.
+    pub async fn begin(&self) -> Result<Tx> {
+        Ok(Tx(self.db.begin().await?))
+    }
+
     pub fn is_postgres(&self) -> bool {
         matches!(self.db.get_database_backend(), sea_orm::DatabaseBackend::Postgres)
     }
@@ -89,30 +97,7 @@ impl Store {
 
     /// Creates an organization with its root space.
     pub async fn create_org(&self, slug: &str, name: &str, now: DateTime<Utc>) -> Result<Organization> {
-        let tx = self.db.begin().await?;
-        let m = organizations::ActiveModel {
-            id: Set(OrgId::new().to_string()),
-            slug: Set(slug.to_owned()),
-            name: Set(name.to_owned()),
-            created_at: Set(now),
-        }
-        .insert(&tx)
-        .await
-        .map_err(|e| conflict(e, format!("organization {slug:?} already exists")))?;
-        spaces::ActiveModel {
-            id: Set(terraplane_domain::SpaceId::new().to_string()),
-            org_id: Set(m.id.clone()),
-            slug: Set(ROOT_SPACE.to_owned()),
-            name: Set("Root".to_owned()),
-            description: Set(String::new()),
-            parent_id: Set(None),
-            inherit: Set(false),
-            created_at: Set(now),
-        }
-        .insert(&tx)
-        .await?;
-        tx.commit().await?;
-        m.try_into()
+        create_org_in(&self.db, slug, name, now).await
     }
 
     /// Every organization, oldest first (instance administrators).
@@ -158,6 +143,7 @@ impl Store {
             .try_into()
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub async fn create_user(
         &self,
         email: &str,
@@ -166,18 +152,7 @@ impl Store {
         is_admin: bool,
         now: DateTime<Utc>,
     ) -> Result<User> {
-        let m = users::ActiveModel {
-            id: Set(UserId::new().to_string()),
-            email: Set(email.to_owned()),
-            name: Set(name.to_owned()),
-            password_hash: Set(password_hash),
-            is_admin: Set(is_admin),
-            created_at: Set(now),
-        }
-        .insert(&self.db)
-        .await
-        .map_err(|e| conflict(e, format!("user {email:?} already exists")))?;
-        m.try_into()
+        create_user_in(&self.db, email, name, password_hash, is_admin, now).await
     }
 
     pub async fn get_user_by_email(&self, email: &str) -> Result<User> {
@@ -198,15 +173,7 @@ impl Store {
     }
 
     pub async fn add_member(&self, org: OrgId, user: UserId, role: &str, now: DateTime<Utc>) -> Result<()> {
-        memberships::ActiveModel {
-            org_id: Set(org.to_string()),
-            user_id: Set(user.to_string()),
-            role: Set(role.to_owned()),
-            created_at: Set(now),
-        }
-        .insert(&self.db)
-        .await?;
-        Ok(())
+        add_member_in(&self.db, org, user, role, now).await
     }
 
     /// The user's organizations with their role in each, oldest membership first.
@@ -252,23 +219,7 @@ impl Store {
         expires_at: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> Result<ApiKey> {
-        let m = api_keys::ActiveModel {
-            id: Set(ApiKeyId::new().to_string()),
-            org_id: Set(org.to_string()),
-            user_id: Set(user.map(|u| u.to_string())),
-            name: Set(name.to_owned()),
-            secret_hash: Set(secret_hash.to_owned()),
-            role: Set(role.to_owned()),
-            created_at: Set(now),
-            expires_at: Set(expires_at),
-            revoked_at: Set(None),
-            last_used_at: Set(None),
-            kind: Set(kind.to_owned()),
-        }
-        .insert(&self.db)
-        .await
-        .map_err(|e| conflict(e, "an API key with this secret already exists".into()))?;
-        m.try_into()
+        create_api_key_in(&self.db, org, user, name, secret_hash, role, kind, expires_at, now).await
     }
 
     pub async fn find_api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>> {
@@ -296,26 +247,12 @@ impl Store {
 
     /// Revokes a key of `org` (idempotent: revoking twice keeps the first time).
     pub async fn revoke_api_key(&self, org: OrgId, id: ApiKeyId, now: DateTime<Utc>) -> Result<ApiKey> {
-        let key = self.get_api_key(org, id).await?;
-        if key.revoked_at.is_none() {
-            api_keys::Entity::update_many()
-                .col_expr(api_keys::Column::RevokedAt, sea_orm::sea_query::Expr::value(now))
-                .filter(api_keys::Column::Id.eq(id.to_string()))
-                .filter(api_keys::Column::OrgId.eq(org.to_string()))
-                .exec(&self.db)
-                .await?;
-        }
-        self.get_api_key(org, id).await
+        revoke_api_key_in(&self.db, org, id, now).await
     }
 
     /// An API key of `org` by id.
     pub async fn get_api_key(&self, org: OrgId, id: ApiKeyId) -> Result<ApiKey> {
-        api_keys::Entity::find_by_id(id.to_string())
-            .filter(api_keys::Column::OrgId.eq(org.to_string()))
-            .one(&self.db)
-            .await?
-            .ok_or(StoreError::NotFound("API key"))?
-            .try_into()
+        get_api_key_in(&self.db, org, id).await
     }
 
     pub async fn touch_api_key(&self, id: ApiKeyId, now: DateTime<Utc>) -> Result<()> {
@@ -328,9 +265,194 @@ impl Store {
     }
 }
 
+pub struct Tx(sea_orm::DatabaseTransaction);
+
+impl Tx {
+    pub fn scope(&self, org: OrgId) -> TenantScope<'_, sea_orm::DatabaseTransaction> {
+        TenantScope::new(&self.0, org)
+    }
+
+    pub async fn commit(self) -> Result<()> {
+        Ok(self.0.commit().await?)
+    }
+
+    pub async fn create_org(&self, slug: &str, name: &str, now: DateTime<Utc>) -> Result<Organization> {
+        create_org_in(&self.0, slug, name, now).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_user(
+        &self,
+        email: &str,
+        name: &str,
+        password_hash: Option<String>,
+        is_admin: bool,
+        now: DateTime<Utc>,
+    ) -> Result<User> {
+        create_user_in(&self.0, email, name, password_hash, is_admin, now).await
+    }
+
+    pub async fn add_member(&self, org: OrgId, user: UserId, role: &str, now: DateTime<Utc>) -> Result<()> {
+        add_member_in(&self.0, org, user, role, now).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_api_key(
+        &self,
+        org: OrgId,
+        user: Option<UserId>,
+        name: &str,
+        secret_hash: &str,
+        role: &str,
+        kind: &str,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<ApiKey> {
+        create_api_key_in(&self.0, org, user, name, secret_hash, role, kind, expires_at, now).await
+    }
+
+    pub async fn revoke_api_key(&self, org: OrgId, id: ApiKeyId, now: DateTime<Utc>) -> Result<ApiKey> {
+        revoke_api_key_in(&self.0, org, id, now).await
+    }
+}
+
 pub(crate) fn conflict(e: sea_orm::DbErr, msg: String) -> StoreError {
     match StoreError::from(e) {
         StoreError::Conflict(_) => StoreError::Conflict(msg),
         other => other,
     }
+}
+
+pub(crate) async fn create_org_in<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    slug: &str,
+    name: &str,
+    now: DateTime<Utc>,
+) -> Result<Organization> {
+    let tx = db.begin().await?;
+    let m = organizations::ActiveModel {
+        id: Set(OrgId::new().to_string()),
+        slug: Set(slug.to_owned()),
+        name: Set(name.to_owned()),
+        created_at: Set(now),
+    }
+    .insert(&tx)
+    .await
+    .map_err(|e| conflict(e, format!("organization {slug:?} already exists")))?;
+    spaces::ActiveModel {
+        id: Set(terraplane_domain::SpaceId::new().to_string()),
+        org_id: Set(m.id.clone()),
+        slug: Set(ROOT_SPACE.to_owned()),
+        name: Set("Root".to_owned()),
+        description: Set(String::new()),
+        parent_id: Set(None),
+        inherit: Set(false),
+        created_at: Set(now),
+    }
+    .insert(&tx)
+    .await?;
+    tx.commit().await?;
+    m.try_into()
+}
+
+pub(crate) async fn create_user_in<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    email: &str,
+    name: &str,
+    password_hash: Option<String>,
+    is_admin: bool,
+    now: DateTime<Utc>,
+) -> Result<User> {
+    let m = users::ActiveModel {
+        id: Set(UserId::new().to_string()),
+        email: Set(email.to_owned()),
+        name: Set(name.to_owned()),
+        password_hash: Set(password_hash),
+        is_admin: Set(is_admin),
+        created_at: Set(now),
+    }
+    .insert(db)
+    .await
+    .map_err(|e| conflict(e, format!("user {email:?} already exists")))?;
+    m.try_into()
+}
+
+pub(crate) async fn add_member_in<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    org: OrgId,
+    user: UserId,
+    role: &str,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    memberships::ActiveModel {
+        org_id: Set(org.to_string()),
+        user_id: Set(user.to_string()),
+        role: Set(role.to_owned()),
+        created_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn create_api_key_in<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    org: OrgId,
+    user: Option<UserId>,
+    name: &str,
+    secret_hash: &str,
+    role: &str,
+    kind: &str,
+    expires_at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<ApiKey> {
+    let m = api_keys::ActiveModel {
+        id: Set(ApiKeyId::new().to_string()),
+        org_id: Set(org.to_string()),
+        user_id: Set(user.map(|u| u.to_string())),
+        name: Set(name.to_owned()),
+        secret_hash: Set(secret_hash.to_owned()),
+        role: Set(role.to_owned()),
+        created_at: Set(now),
+        expires_at: Set(expires_at),
+        revoked_at: Set(None),
+        last_used_at: Set(None),
+        kind: Set(kind.to_owned()),
+    }
+    .insert(db)
+    .await
+    .map_err(|e| conflict(e, "an API key with this secret already exists".into()))?;
+    m.try_into()
+}
+
+pub(crate) async fn revoke_api_key_in<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    org: OrgId,
+    id: ApiKeyId,
+    now: DateTime<Utc>,
+) -> Result<ApiKey> {
+    let key = get_api_key_in(db, org, id).await?;
+    if key.revoked_at.is_none() {
+        api_keys::Entity::update_many()
+            .col_expr(api_keys::Column::RevokedAt, sea_orm::sea_query::Expr::value(now))
+            .filter(api_keys::Column::Id.eq(id.to_string()))
+            .filter(api_keys::Column::OrgId.eq(org.to_string()))
+            .exec(db)
+            .await?;
+    }
+    get_api_key_in(db, org, id).await
+}
+
+pub(crate) async fn get_api_key_in<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    org: OrgId,
+    id: ApiKeyId,
+) -> Result<ApiKey> {
+    api_keys::Entity::find_by_id(id.to_string())
+        .filter(api_keys::Column::OrgId.eq(org.to_string()))
+        .one(db)
+        .await?
+        .ok_or(StoreError::NotFound("API key"))?
+        .try_into()
 }

@@ -5,7 +5,8 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, SimpleExpr};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionSession,
+    TransactionTrait,
 };
 use terraplane_domain::plan::PlanSummary;
 use terraplane_domain::{RunEvent, RunId, RunPhase, RunState, RunType, StackId};
@@ -40,7 +41,7 @@ pub struct RunUpdate {
     pub expect_state: Option<RunState>,
 }
 
-impl TenantScope<'_> {
+impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
     /// Queues a run. A tracked run on a stack locked by someone else is refused, naming
     /// the lock holder.
     pub async fn create_run(&self, r: NewRun, actor: &str, now: DateTime<Utc>) -> Result<Run> {

@@ -4,7 +4,10 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionSession,
+    TransactionTrait,
+};
 use terraplane_domain::state::{StateError, StateMeta, WriteDecision, check_write};
 use terraplane_domain::{RunId, StackId};
 
@@ -48,7 +51,7 @@ pub struct NewStateVersion<'a> {
     pub created_by: String,
 }
 
-impl TenantScope<'_> {
+impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
     async fn latest_model(&self, stack: StackId) -> Result<Option<state_versions::Model>> {
         Ok(state_versions::Entity::find()
             .filter(state_versions::Column::OrgId.eq(self.org_s.clone()))

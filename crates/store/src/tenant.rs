@@ -5,8 +5,8 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, Select, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Select, Set, TransactionSession, TransactionTrait,
 };
 use terraplane_domain::{OrgId, RunId, RunState, SpaceId, StackId};
 
@@ -14,8 +14,10 @@ use crate::entities::*;
 use crate::error::{Result, StoreError};
 use crate::records::*;
 
-pub struct TenantScope<'a> {
-    pub(crate) db: &'a DatabaseConnection,
+/// Reaches one organization's data, on a connection or inside a transaction
+/// ([`crate::Tx::scope`]) so that a change and its audit event commit together.
+pub struct TenantScope<'a, C = DatabaseConnection> {
+    pub(crate) db: &'a C,
     pub(crate) org: OrgId,
     pub(crate) org_s: String,
 }
@@ -51,8 +53,8 @@ pub struct StackPatch {
     pub space_id: Option<SpaceId>,
 }
 
-impl<'a> TenantScope<'a> {
-    pub(crate) fn new(db: &'a DatabaseConnection, org: OrgId) -> Self {
+impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
+    pub(crate) fn new(db: &'a C, org: OrgId) -> Self {
         Self {
             db,
             org,

@@ -25,6 +25,32 @@ pub enum Actor {
     Run { run_id: RunId, stack_id: StackId },
 }
 
+/// Where a request came from, for the audit trail.
+#[derive(Clone, Debug, Default)]
+pub struct RequestMeta {
+    pub request_id: Option<String>,
+    pub client_ip: Option<String>,
+}
+
+impl RequestMeta {
+    /// `X-Request-Id` when the client sent a sane one, else a new id; the peer address
+    /// (proxies are not trusted for it).
+    pub fn of(req: &actix_web::HttpRequest) -> Self {
+        let sent = req
+            .headers()
+            .get("x-request-id")
+            .and_then(|h| h.to_str().ok())
+            .filter(|s| !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_graphic()));
+        Self {
+            request_id: Some(
+                sent.map(str::to_owned)
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            ),
+            client_ip: req.peer_addr().map(|a| a.ip().to_string()),
+        }
+    }
+}
+
 /// The caller of one request: organization, identity and what it may do where.
 #[derive(Clone, Debug)]
 pub struct Principal {
@@ -33,6 +59,7 @@ pub struct Principal {
     pub access: Access,
     /// An instance administrator (may create organizations).
     pub instance_admin: bool,
+    pub meta: RequestMeta,
 }
 
 /// What a caller wants to do with something in a space.
@@ -223,6 +250,7 @@ impl Auth {
             },
             access,
             instance_admin: false,
+            meta: RequestMeta::default(),
         })
     }
 
@@ -253,6 +281,7 @@ impl Auth {
                     },
                     access,
                     instance_admin: user.is_admin,
+                    meta: RequestMeta::default(),
                 })
             }
             RUN => {
@@ -270,6 +299,7 @@ impl Auth {
                     actor: Actor::Run { run_id, stack_id },
                     access: Access::default(),
                     instance_admin: false,
+                    meta: RequestMeta::default(),
                 })
             }
             _ => Err(bad()),

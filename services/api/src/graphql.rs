@@ -608,6 +608,54 @@ pub struct ApiKeyCreated {
     secret: String,
 }
 
+#[derive(SimpleObject)]
+#[graphql(name = "AuditEvent")]
+pub struct AuditEventGql {
+    id: ID,
+    seq: i64,
+    actor: String,
+    action: String,
+    target_kind: String,
+    target: String,
+    before: Option<Json<serde_json::Value>>,
+    after: Option<Json<serde_json::Value>>,
+    request_id: Option<String>,
+    client_ip: Option<String>,
+    at: DateTime<Utc>,
+    hash: String,
+    prev_hash: String,
+}
+
+impl From<terraplane_store::AuditEvent> for AuditEventGql {
+    fn from(e: terraplane_store::AuditEvent) -> Self {
+        Self {
+            id: ID(e.id),
+            seq: e.seq,
+            actor: e.actor,
+            action: e.action,
+            target_kind: e.target_kind,
+            target: e.target,
+            before: e.before.map(Json),
+            after: e.after.map(Json),
+            request_id: e.request_id,
+            client_ip: e.client_ip,
+            at: e.created_at,
+            hash: e.hash,
+            prev_hash: e.prev_hash,
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+pub struct AuditVerification {
+    ok: bool,
+    /// Events verified before the first problem (all of them when ok).
+    events: i64,
+    problem: Option<String>,
+    seq: Option<i64>,
+    event_id: Option<String>,
+}
+
 pub struct QueryRoot;
 
 #[Object]
@@ -770,6 +818,72 @@ impl QueryRoot {
         Ok(out)
     }
 
+    /// The organization's audit trail, newest first (owners).
+    #[allow(clippy::too_many_arguments)]
+    async fn audit_events(
+        &self,
+        ctx: &Context<'_>,
+        actor: Option<String>,
+        action: Option<String>,
+        target: Option<String>,
+        since: Option<DateTime<Utc>>,
+        until: Option<DateTime<Utc>>,
+        #[graphql(default = 100)] limit: u64,
+    ) -> async_graphql::Result<Vec<AuditEventGql>> {
+        let p = principal(ctx)?;
+        p.require_owner()?;
+        let f = terraplane_store::AuditFilter {
+            actor,
+            action,
+            target,
+            since,
+            until,
+            limit,
+        };
+        let events = state(ctx)
+            .store
+            .scope(p.org)
+            .list_audit(&f)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(events.into_iter().map(AuditEventGql::from).collect())
+    }
+
+    /// Recomputes the audit chain; names the first event altered or removed (owners).
+    async fn audit_verify(&self, ctx: &Context<'_>) -> async_graphql::Result<AuditVerification> {
+        let p = principal(ctx)?;
+        p.require_owner()?;
+        let check = state(ctx)
+            .store
+            .scope(p.org)
+            .verify_audit()
+            .await
+            .map_err(ApiError::from)?;
+        Ok(match check {
+            terraplane_store::ChainCheck::Intact { events } => AuditVerification {
+                ok: true,
+                events,
+                problem: None,
+                seq: None,
+                event_id: None,
+            },
+            terraplane_store::ChainCheck::Altered { seq, id } => AuditVerification {
+                ok: false,
+                events: seq - 1,
+                problem: Some(format!("event {seq} ({id}) was altered")),
+                seq: Some(seq),
+                event_id: Some(id),
+            },
+            terraplane_store::ChainCheck::Missing { seq } => AuditVerification {
+                ok: false,
+                events: seq - 1,
+                problem: Some(format!("event {seq} was removed")),
+                seq: Some(seq),
+                event_id: None,
+            },
+        })
+    }
+
     async fn state_versions(&self, ctx: &Context<'_>, stack_id: ID) -> async_graphql::Result<Vec<StateVersion>> {
         let p = principal(ctx)?;
         Ok(service::state_versions(state(ctx), p, &stack_id)
@@ -841,17 +955,41 @@ impl MutationRoot {
         let ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
             .await
             .map_err(|e| ApiError::Internal(e.into()))?;
+        let memberships = st.store.list_memberships(user.id).await.map_err(ApiError::from)?;
+        let org = match &organization {
+            Some(slug) => memberships.into_iter().find(|(o, _)| &o.slug == slug).map(|(o, _)| o),
+            None => memberships.into_iter().next().map(|(o, _)| o),
+        };
+        // Logins are audited in the organization they were for (a known user's).
+        let meta = ctx.data::<crate::auth::RequestMeta>().cloned().unwrap_or_default();
+        let audit = |action: &str| terraplane_store::NewAuditEvent {
+            actor: user.email.clone(),
+            action: action.into(),
+            target_kind: "user".into(),
+            target: user.email.clone(),
+            request_id: meta.request_id.clone(),
+            client_ip: meta.client_ip.clone(),
+            ..Default::default()
+        };
+        let now = st.clock.now();
         if !ok {
             tracing::info!("login refused");
+            if let Some(org) = &org {
+                st.store
+                    .scope(org.id)
+                    .append_audit(audit("login.failure"), now)
+                    .await
+                    .map_err(ApiError::from)?;
+            }
             return Err(refused().into());
         }
-        let memberships = st.store.list_memberships(user.id).await.map_err(ApiError::from)?;
-        let org = match organization {
-            Some(slug) => memberships.into_iter().find(|(o, _)| o.slug == slug).map(|(o, _)| o),
-            None => memberships.into_iter().next().map(|(o, _)| o),
-        }
-        .ok_or_else(|| ApiError::Forbidden("you are not a member of that organization".into()))?;
-        let (token, expires_at) = st.auth.issue_session(user.id, org.id, st.clock.now())?;
+        let org = org.ok_or_else(|| ApiError::Forbidden("you are not a member of that organization".into()))?;
+        let (token, expires_at) = st.auth.issue_session(user.id, org.id, now)?;
+        st.store
+            .scope(org.id)
+            .append_audit(audit("login.success"), now)
+            .await
+            .map_err(ApiError::from)?;
         Ok(LoginResult {
             token,
             expires_at,
@@ -1058,9 +1196,22 @@ impl MutationRoot {
     ) -> async_graphql::Result<ApiKeyCreated> {
         let p = principal(ctx)?;
         let st = state(ctx);
-        let (k, secret) =
-            service::create_api_key(st, p, service::NewKey { name, kind, role, space, expires_in_days }).await?;
-        Ok(ApiKeyCreated { key: key_view(st, k).await?, secret })
+        let (k, secret) = service::create_api_key(
+            st,
+            p,
+            service::NewKey {
+                name,
+                kind,
+                role,
+                space,
+                expires_in_days,
+            },
+        )
+        .await?;
+        Ok(ApiKeyCreated {
+            key: key_view(st, k).await?,
+            secret,
+        })
     }
 
     async fn api_key_revoke(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ApiKey> {

@@ -50,7 +50,9 @@ pub struct AppState {
 impl AppState {
     pub async fn principal(&self, req: &HttpRequest) -> ApiResult<Principal> {
         let token = auth::credential(req).ok_or_else(|| ApiError::Unauthenticated("missing credentials".into()))?;
-        self.auth.authenticate(&self.store, &token, self.clock.now()).await
+        let mut p = self.auth.authenticate(&self.store, &token, self.clock.now()).await?;
+        p.meta = auth::RequestMeta::of(req);
+        Ok(p)
     }
 
     pub fn kick_scheduler(&self) {
@@ -203,7 +205,7 @@ async fn graphql_handler(
     req: HttpRequest,
     gql: GraphQLRequest,
 ) -> GraphQLResponse {
-    let mut request = gql.into_inner();
+    let mut request = gql.into_inner().data(auth::RequestMeta::of(&req));
     if auth::credential(&req).is_some() {
         match st.principal(&req).await {
             Ok(p) => request = request.data(p),

@@ -9,8 +9,8 @@ use std::time::Duration;
 use terraplane_domain::Role;
 use terraplane_domain::{RunEvent, RunId, RunType, Slug};
 use terraplane_store::{
-    ApiKey, NewRun, NewSpace, NewStack, Organization, RoleBinding, Run, RunUpdate, Space, Stack, StackPatch, StateLock,
-    StateVersion, Subject, Team, User,
+    ApiKey, NewAuditEvent, NewRun, NewSpace, NewStack, Organization, RoleBinding, Run, RunUpdate, Space, Stack,
+    StackPatch, StateLock, StateVersion, Subject, Team, User,
 };
 
 use crate::AppState;
@@ -32,6 +32,41 @@ pub struct StackInput {
     pub worker_pool: Option<String>,
     /// Slug of the space; the root space when absent.
     pub space: Option<String>,
+}
+
+/// An audit event by the caller, with its request's id and address.
+pub fn event(
+    p: &Principal,
+    action: &str,
+    kind: &str,
+    target: impl Into<String>,
+    before: Option<serde_json::Value>,
+    after: Option<serde_json::Value>,
+) -> NewAuditEvent {
+    NewAuditEvent {
+        actor: p.name(),
+        action: action.into(),
+        target_kind: kind.into(),
+        target: target.into(),
+        before,
+        after,
+        request_id: p.meta.request_id.clone(),
+        client_ip: p.meta.client_ip.clone(),
+    }
+}
+
+/// What the audit trail keeps of a stack (no secrets live on stacks).
+fn stack_json(s: &Stack) -> serde_json::Value {
+    serde_json::json!({
+        "slug": s.slug, "name": s.name, "description": s.description, "repository": s.repository,
+        "branch": s.branch, "project_root": s.project_root, "tool": s.tool, "tool_version": s.tool_version,
+        "autodeploy": s.autodeploy, "labels": s.labels, "worker_pool": s.worker_pool,
+        "space_id": s.space_id.to_string(), "locked_by": s.lock.as_ref().map(|l| l.holder.clone()),
+    })
+}
+
+fn run_json(r: &Run) -> serde_json::Value {
+    serde_json::json!({ "id": r.id.to_string(), "type": r.run_type.as_str(), "state": r.state.as_str() })
 }
 
 fn store_err(code: &'static str) -> impl Fn(terraplane_store::StoreError) -> ApiError {
@@ -126,14 +161,21 @@ pub async fn create_stack(st: &AppState, p: &Principal, i: StackInput) -> ApiRes
         worker_pool: i.worker_pool.unwrap_or_else(|| st.cfg.runner.pool.clone()),
         space_id: Some(space.id),
     };
-    st.store
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let stack = tx
         .scope(p.org)
-        .create_stack(new, st.clock.now())
+        .create_stack(new, now)
         .await
-        .map_err(|e| match e {
-            terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_exists", m),
-            e => e.into(),
-        })
+        .map_err(store_err("stack_exists"))?;
+    tx.scope(p.org)
+        .append_audit(
+            event(p, "stack.create", "stack", &stack.slug, None, Some(stack_json(&stack))),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(stack)
 }
 
 pub async fn update_stack(st: &AppState, p: &Principal, slug: &str, patch: StackPatch) -> ApiResult<Stack> {
@@ -152,39 +194,81 @@ pub async fn update_stack(st: &AppState, p: &Principal, slug: &str, patch: Stack
     if patch.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
         return Err(ApiError::BadRequest("name must not be empty".into()));
     }
-    Ok(st.store.scope(p.org).update_stack(slug, patch, st.clock.now()).await?)
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let after = tx.scope(p.org).update_stack(slug, patch, now).await?;
+    let e = event(
+        p,
+        "stack.update",
+        "stack",
+        slug,
+        Some(stack_json(&stack)),
+        Some(stack_json(&after)),
+    );
+    tx.scope(p.org).append_audit(e, now).await?;
+    tx.commit().await?;
+    Ok(after)
 }
 
 pub async fn delete_stack(st: &AppState, p: &Principal, slug: &str) -> ApiResult<Stack> {
     get_stack(st, p, slug, Action::Admin).await?;
-    st.store.scope(p.org).delete_stack(slug).await.map_err(|e| match e {
-        terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_busy", m),
-        e => e.into(),
-    })
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let gone = tx
+        .scope(p.org)
+        .delete_stack(slug)
+        .await
+        .map_err(store_err("stack_busy"))?;
+    tx.scope(p.org)
+        .append_audit(
+            event(p, "stack.delete", "stack", slug, Some(stack_json(&gone)), None),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(gone)
 }
 
 pub async fn lock_stack(st: &AppState, p: &Principal, slug: &str, note: Option<String>) -> ApiResult<Stack> {
     get_stack(st, p, slug, Action::Write).await?;
-    st.store
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let stack = tx
         .scope(p.org)
-        .lock_stack(slug, &p.name(), note, st.clock.now())
+        .lock_stack(slug, &p.name(), note, now)
         .await
-        .map_err(|e| match e {
-            terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_locked", m),
-            e => e.into(),
-        })
+        .map_err(store_err("stack_locked"))?;
+    tx.scope(p.org)
+        .append_audit(
+            event(p, "stack.lock", "stack", slug, None, Some(stack_json(&stack))),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(stack)
 }
 
 pub async fn unlock_stack(st: &AppState, p: &Principal, slug: &str, force: bool) -> ApiResult<Stack> {
-    get_stack(st, p, slug, if force { Action::Admin } else { Action::Write }).await?;
-    st.store
+    let before = get_stack(st, p, slug, if force { Action::Admin } else { Action::Write }).await?;
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let stack = tx
         .scope(p.org)
         .unlock_stack(slug, &p.name(), force)
         .await
-        .map_err(|e| match e {
-            terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_locked", m),
-            e => e.into(),
-        })
+        .map_err(store_err("stack_locked"))?;
+    let action = if force { "stack.unlock_force" } else { "stack.unlock" };
+    let e = event(
+        p,
+        action,
+        "stack",
+        slug,
+        Some(stack_json(&before)),
+        Some(stack_json(&stack)),
+    );
+    tx.scope(p.org).append_audit(e, now).await?;
+    tx.commit().await?;
+    Ok(stack)
 }
 
 /// The commit the branch points at now, so the run uses exactly that even if the branch
@@ -220,7 +304,6 @@ pub async fn trigger_run(
     commit_sha: Option<String>,
 ) -> ApiResult<Run> {
     let stack = get_stack(st, p, slug, Action::Write).await?;
-    let scope = st.store.scope(p.org);
     if let Some(c) = &commit_sha
         && (c.len() < 7 || !c.chars().all(|ch| ch.is_ascii_hexdigit()))
     {
@@ -240,30 +323,46 @@ pub async fn trigger_run(
         trigger_kind: "user".into(),
         drift_detection: false,
     };
-    let run = scope
-        .create_run(new, &p.name(), st.clock.now())
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let run = tx
+        .scope(p.org)
+        .create_run(new, &p.name(), now)
         .await
-        .map_err(|e| match e {
-            terraplane_store::StoreError::Conflict(m) => ApiError::conflict("stack_locked", m),
-            e => e.into(),
-        })?;
+        .map_err(store_err("stack_locked"))?;
+    let mut after = run_json(&run);
+    after["stack"] = serde_json::json!(stack.slug);
+    tx.scope(p.org)
+        .append_audit(
+            event(p, "run.trigger", "run", run.id.to_string(), None, Some(after)),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
     st.bus.publish(BusEvent::RunChanged(run.id));
     st.kick_scheduler();
     Ok(run)
 }
 
-pub async fn decide_run(st: &AppState, p: &Principal, id: RunId, event: RunEvent) -> ApiResult<Run> {
-    get_run(st, p, id, Action::Write).await?;
-    let scope = st.store.scope(p.org);
+pub async fn decide_run(st: &AppState, p: &Principal, id: RunId, decision: RunEvent) -> ApiResult<Run> {
+    let (before, _) = get_run(st, p, id, Action::Write).await?;
+    let tx = st.store.begin().await?;
+    let scope = tx.scope(p.org);
     let now = st.clock.now();
-    let note = format!("{} by {}", event.name(), p.name());
-    let run = if event == RunEvent::Cancel {
+    let note = format!("{} by {}", decision.name(), p.name());
+    let action = match decision {
+        RunEvent::Confirm => "run.confirm",
+        RunEvent::Discard => "run.discard",
+        RunEvent::Cancel => "run.cancel",
+        _ => "run.transition",
+    };
+    let run = if decision == RunEvent::Cancel {
         scope.cancel_run(id, &p.name(), now).await
     } else {
         scope
             .transition_run(
                 id,
-                event,
+                decision,
                 RunUpdate {
                     note: Some(note),
                     ..Default::default()
@@ -272,10 +371,17 @@ pub async fn decide_run(st: &AppState, p: &Principal, id: RunId, event: RunEvent
             )
             .await
     }
-    .map_err(|e| match e {
-        terraplane_store::StoreError::Conflict(m) => ApiError::conflict("invalid_run_state", m),
-        e => e.into(),
-    })?;
+    .map_err(store_err("invalid_run_state"))?;
+    let e = event(
+        p,
+        action,
+        "run",
+        id.to_string(),
+        Some(run_json(&before)),
+        Some(run_json(&run)),
+    );
+    scope.append_audit(e, now).await?;
+    tx.commit().await?;
     st.bus.publish(BusEvent::RunChanged(run.id));
     st.kick_scheduler();
     Ok(run)
@@ -283,10 +389,16 @@ pub async fn decide_run(st: &AppState, p: &Principal, id: RunId, event: RunEvent
 
 pub async fn force_unlock_state(st: &AppState, p: &Principal, slug: &str) -> ApiResult<StateLock> {
     let stack = get_stack(st, p, slug, Action::Admin).await?;
-    let scope = st.store.scope(p.org);
-    match scope.unlock_state(stack.id, None, true).await? {
-        Ok(l) | Err(l) => Ok(l),
-    }
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let (Ok(lock) | Err(lock)) = tx.scope(p.org).unlock_state(stack.id, None, true).await?;
+    let before =
+        serde_json::json!({ "lock_id": lock.lock_id, "holder": lock.holder, "needs_recovery": lock.needs_recovery });
+    tx.scope(p.org)
+        .append_audit(event(p, "state.unlock_force", "stack", slug, Some(before), None), now)
+        .await?;
+    tx.commit().await?;
+    Ok(lock)
 }
 
 pub async fn state_versions(st: &AppState, p: &Principal, slug: &str) -> ApiResult<Vec<StateVersion>> {
@@ -306,14 +418,23 @@ pub async fn create_org(st: &AppState, p: &Principal, slug: &str, name: &str) ->
     let slug = parse_slug(slug)?;
     let name = if name.trim().is_empty() { slug.as_str() } else { name };
     let now = st.clock.now();
-    let org = st
-        .store
+    let tx = st.store.begin().await?;
+    let org = tx
         .create_org(slug.as_str(), name, now)
         .await
         .map_err(store_err("organization_exists"))?;
     if let Some(user) = user_id(p) {
-        st.store.add_member(org.id, user, "owner", now).await?;
+        tx.add_member(org.id, user, "owner", now).await?;
     }
+    // The new organization's chain starts with its creation.
+    let after = serde_json::json!({ "slug": org.slug, "name": org.name });
+    tx.scope(org.id)
+        .append_audit(
+            event(p, "org.create", "organization", &org.slug, None, Some(after)),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
     Ok(org)
 }
 
@@ -363,6 +484,7 @@ pub async fn create_user(
         return Err(ApiError::BadRequest("a password needs at least 12 characters".into()));
     }
     let now = st.clock.now();
+    let tx = st.store.begin().await?;
     let user = match st.store.get_user_by_email(email).await {
         Ok(u) => u,
         Err(terraplane_store::StoreError::NotFound(_)) => {
@@ -375,8 +497,7 @@ pub async fn create_user(
                 None => None,
             };
             let name = name.unwrap_or_else(|| email.split('@').next().unwrap_or(email).to_owned());
-            st.store
-                .create_user(email, &name, hash, false, now)
+            tx.create_user(email, &name, hash, false, now)
                 .await
                 .map_err(store_err("user_exists"))?
         }
@@ -388,9 +509,13 @@ pub async fn create_user(
             format!("{email} is already a member"),
         ));
     }
-    st.store
-        .add_member(p.org, user.id, if owner { "owner" } else { "member" }, now)
+    let role = if owner { "owner" } else { "member" };
+    tx.add_member(p.org, user.id, role, now).await?;
+    let after = serde_json::json!({ "email": user.email, "role": role });
+    tx.scope(p.org)
+        .append_audit(event(p, "member.add", "user", &user.email, None, Some(after)), now)
         .await?;
+    tx.commit().await?;
     Ok(user)
 }
 
@@ -440,11 +565,19 @@ pub async fn create_space(
         parent: parent.id,
         inherit,
     };
-    st.store
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let space = tx
         .scope(p.org)
-        .create_space(new, st.clock.now())
+        .create_space(new, now)
         .await
-        .map_err(store_err("space_exists"))
+        .map_err(store_err("space_exists"))?;
+    let after = serde_json::json!({ "slug": space.slug, "parent": parent.slug, "inherit": space.inherit });
+    tx.scope(p.org)
+        .append_audit(event(p, "space.create", "space", &space.slug, None, Some(after)), now)
+        .await?;
+    tx.commit().await?;
+    Ok(space)
 }
 
 /// Deletes an empty space: admin on its parent.
@@ -459,11 +592,19 @@ pub async fn delete_space(st: &AppState, p: &Principal, slug: &str) -> ApiResult
             ));
         }
     };
-    st.store
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let gone = tx
         .scope(p.org)
         .delete_space(slug)
         .await
-        .map_err(store_err("space_not_empty"))
+        .map_err(store_err("space_not_empty"))?;
+    let before = serde_json::json!({ "slug": gone.slug, "inherit": gone.inherit });
+    tx.scope(p.org)
+        .append_audit(event(p, "space.delete", "space", slug, Some(before), None), now)
+        .await?;
+    tx.commit().await?;
+    Ok(gone)
 }
 
 pub async fn create_team(st: &AppState, p: &Principal, slug: &str, name: Option<String>) -> ApiResult<Team> {
@@ -472,11 +613,19 @@ pub async fn create_team(st: &AppState, p: &Principal, slug: &str, name: Option<
     let name = name
         .filter(|n| !n.trim().is_empty())
         .unwrap_or_else(|| slug.to_string());
-    st.store
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let team = tx
         .scope(p.org)
-        .create_team(slug.as_str(), &name, st.clock.now())
+        .create_team(slug.as_str(), &name, now)
         .await
-        .map_err(store_err("team_exists"))
+        .map_err(store_err("team_exists"))?;
+    let after = serde_json::json!({ "slug": team.slug, "name": team.name });
+    tx.scope(p.org)
+        .append_audit(event(p, "team.create", "team", &team.slug, None, Some(after)), now)
+        .await?;
+    tx.commit().await?;
+    Ok(team)
 }
 
 pub async fn list_teams(st: &AppState, p: &Principal) -> ApiResult<Vec<Team>> {
@@ -493,7 +642,14 @@ pub async fn add_team_member(st: &AppState, p: &Principal, team: &str, email: &s
         Err(terraplane_store::StoreError::NotFound(_)) => return Err(ApiError::NotFound("user")),
         Err(e) => return Err(e.into()),
     };
-    scope.add_team_member(team.id, user.id, st.clock.now()).await?;
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    tx.scope(p.org).add_team_member(team.id, user.id, now).await?;
+    let after = serde_json::json!({ "member": user.email });
+    tx.scope(p.org)
+        .append_audit(event(p, "team.add_member", "team", &team.slug, None, Some(after)), now)
+        .await?;
+    tx.commit().await?;
     Ok(team)
 }
 
@@ -541,17 +697,37 @@ pub async fn grant_role(
     })?;
     let space = get_space(st, p, space, Action::Admin).await?;
     let subject = resolve_subject(st, p, &subject).await?;
-    Ok(st
-        .store
-        .scope(p.org)
-        .grant(space.id, subject, role, st.clock.now())
-        .await?)
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let binding = tx.scope(p.org).grant(space.id, subject, role, now).await?;
+    let after = serde_json::json!({ "space": space.slug, "subject": subject_json(&subject), "role": role.as_str() });
+    tx.scope(p.org)
+        .append_audit(event(p, "role.grant", "space", &space.slug, None, Some(after)), now)
+        .await?;
+    tx.commit().await?;
+    Ok(binding)
+}
+
+fn subject_json(s: &Subject) -> serde_json::Value {
+    match s {
+        Subject::User(u) => serde_json::json!({ "user": u.to_string() }),
+        Subject::Team(t) => serde_json::json!({ "team": t.to_string() }),
+        Subject::ApiKey(k) => serde_json::json!({ "api_key": k.to_string() }),
+    }
 }
 
 pub async fn revoke_role(st: &AppState, p: &Principal, space: &str, subject: SubjectRef) -> ApiResult<()> {
     let space = get_space(st, p, space, Action::Admin).await?;
     let subject = resolve_subject(st, p, &subject).await?;
-    Ok(st.store.scope(p.org).revoke(space.id, subject).await?)
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    tx.scope(p.org).revoke(space.id, subject).await?;
+    let before = serde_json::json!({ "space": space.slug, "subject": subject_json(&subject) });
+    tx.scope(p.org)
+        .append_audit(event(p, "role.revoke", "space", &space.slug, Some(before), None), now)
+        .await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Role bindings on spaces the caller administers.
@@ -590,7 +766,9 @@ pub async fn create_api_key(st: &AppState, p: &Principal, k: NewKey) -> ApiResul
     }
     let days = k.expires_in_days.unwrap_or(DEFAULT_KEY_DAYS);
     if !(1..=MAX_KEY_DAYS).contains(&days) {
-        return Err(ApiError::BadRequest(format!("expiresInDays must be between 1 and {MAX_KEY_DAYS}")));
+        return Err(ApiError::BadRequest(format!(
+            "expiresInDays must be between 1 and {MAX_KEY_DAYS}"
+        )));
     }
     let kind = k.kind.as_deref().unwrap_or("personal");
     let role_ok = |r: &str| matches!(r, "owner" | "admin" | "writer" | "reader");
@@ -601,45 +779,81 @@ pub async fn create_api_key(st: &AppState, p: &Principal, k: NewKey) -> ApiResul
     let (user, role, binding) = match kind {
         "personal" => {
             let Some(user) = user_id(p) else {
-                return Err(ApiError::BadRequest("personal keys are created by users; API keys create service keys".into()));
+                return Err(ApiError::BadRequest(
+                    "personal keys are created by users; API keys create service keys".into(),
+                ));
             };
             if k.space.is_some() {
-                return Err(ApiError::BadRequest("space applies to service keys; a personal key acts as its creator".into()));
+                return Err(ApiError::BadRequest(
+                    "space applies to service keys; a personal key acts as its creator".into(),
+                ));
             }
             let role = k.role.unwrap_or_else(|| "owner".into());
             if !role_ok(&role) {
-                return Err(ApiError::BadRequest(format!("unknown role {role:?}: owner, admin, writer or reader")));
+                return Err(ApiError::BadRequest(format!(
+                    "unknown role {role:?}: owner, admin, writer or reader"
+                )));
             }
             (Some(user), role, None)
         }
         "service" => {
             p.require_owner()?;
-            let role = k.role.ok_or_else(|| ApiError::BadRequest("a service key needs a role".into()))?;
+            let role = k
+                .role
+                .ok_or_else(|| ApiError::BadRequest("a service key needs a role".into()))?;
             match k.space {
                 Some(space) => {
                     let r = Role::parse(&role).ok_or_else(|| {
-                        ApiError::BadRequest(format!("unknown role {role:?}: {}", terraplane_domain::access::ROLE_RULE))
+                        ApiError::BadRequest(format!(
+                            "unknown role {role:?}: {}",
+                            terraplane_domain::access::ROLE_RULE
+                        ))
                     })?;
                     let space = get_space(st, p, &space, Action::Admin).await?;
                     (None, String::new(), Some((space.id, r)))
                 }
                 None if role_ok(&role) => (None, role, None),
-                None => return Err(ApiError::BadRequest(format!("unknown role {role:?}: owner, admin, writer or reader"))),
+                None => {
+                    return Err(ApiError::BadRequest(format!(
+                        "unknown role {role:?}: owner, admin, writer or reader"
+                    )));
+                }
             }
         }
-        other => return Err(ApiError::BadRequest(format!("unknown key kind {other:?}: personal or service"))),
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "unknown key kind {other:?}: personal or service"
+            )));
+        }
     };
-    let key = st.store.create_api_key(p.org, user, name, &hash, &role, kind, expires, now).await?;
+    let tx = st.store.begin().await?;
+    let key = tx
+        .create_api_key(p.org, user, name, &hash, &role, kind, expires, now)
+        .await?;
     if let Some((space, r)) = binding {
-        st.store.scope(p.org).grant(space, Subject::ApiKey(key.id), r, now).await?;
+        tx.scope(p.org).grant(space, Subject::ApiKey(key.id), r, now).await?;
     }
+    // Never the secret or its hash.
+    let after =
+        serde_json::json!({ "name": key.name, "kind": key.kind, "role": key.role, "expires_at": key.expires_at });
+    tx.scope(p.org)
+        .append_audit(
+            event(p, "api_key.create", "api_key", key.id.to_string(), None, Some(after)),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
     Ok((key, secret))
 }
 
 /// Keys the caller may manage: owners see every key, others their personal keys.
 pub async fn list_api_keys(st: &AppState, p: &Principal) -> ApiResult<Vec<ApiKey>> {
     p.require_member()?;
-    let user = if p.access.is_owner() { None } else { Some(user_id(p).ok_or(ApiError::Forbidden("only owners list service keys".into()))?) };
+    let user = if p.access.is_owner() {
+        None
+    } else {
+        Some(user_id(p).ok_or(ApiError::Forbidden("only owners list service keys".into()))?)
+    };
     Ok(st.store.list_api_keys(p.org, user).await?)
 }
 
@@ -651,7 +865,18 @@ pub async fn revoke_api_key(st: &AppState, p: &Principal, id: &str) -> ApiResult
     if !own && !p.access.is_owner() {
         return Err(ApiError::NotFound("API key"));
     }
-    Ok(st.store.revoke_api_key(p.org, id, st.clock.now()).await?)
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let revoked = tx.revoke_api_key(p.org, id, now).await?;
+    let before = serde_json::json!({ "name": key.name, "kind": key.kind });
+    tx.scope(p.org)
+        .append_audit(
+            event(p, "api_key.revoke", "api_key", id.to_string(), Some(before), None),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(revoked)
 }
 
 pub fn user_id(p: &Principal) -> Option<terraplane_domain::UserId> {

@@ -14,6 +14,7 @@ use crate::AppState;
 use crate::auth::{Action, Actor, Principal};
 use crate::error::{ApiError, ApiResult};
 use crate::service::Shared;
+use crate::service::event;
 
 pub fn config(cfg: &mut web::ServiceConfig, max_state_bytes: usize) {
     cfg.service(
@@ -61,14 +62,19 @@ async fn handle(
         }
         "DELETE" => {
             require_user(&p, &stack, Action::Admin)?;
-            scope.delete_state(stack.id).await.map_err(|e| match e {
+            let tx = st.store.begin().await?;
+            let removed = tx.scope(p.org).delete_state(stack.id).await.map_err(|e| match e {
                 terraplane_store::StoreError::Conflict(m) => ApiError::conflict("state_locked", m),
                 e => e.into(),
             })?;
+            let before = serde_json::json!({ "versions": removed });
+            let e = event(&p, "state.delete", "stack", &stack.slug, Some(before), None);
+            tx.scope(p.org).append_audit(e, st.clock.now()).await?;
+            tx.commit().await?;
             Ok(HttpResponse::Ok().finish())
         }
-        "LOCK" => lock(&st, &scope, &p, &stack, &body).await,
-        "UNLOCK" => unlock(&scope, &p, &stack, &body).await,
+        "LOCK" => lock(&st, &p, &stack, &body).await,
+        "UNLOCK" => unlock(&st, &p, &stack, &body).await,
         m => Ok(HttpResponse::MethodNotAllowed()
             .insert_header(("Allow", "GET, POST, DELETE, LOCK, UNLOCK"))
             .json(terraplane_protocol::ErrorBody {
@@ -164,8 +170,20 @@ async fn post_state(
         run_id,
         created_by: p.name(),
     };
-    match scope.write_state(stack.id, v, lock_id, st.clock.now()).await? {
-        WriteOutcome::Stored(_) | WriteOutcome::AlreadyStored(_) => Ok(HttpResponse::Ok().finish()),
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    match tx.scope(p.org).write_state(stack.id, v, lock_id, now).await? {
+        WriteOutcome::Stored(version) => {
+            let after = serde_json::json!({
+                "version": version.version, "serial": version.serial, "lineage": version.lineage,
+                "sha256": version.sha256, "run_id": version.run_id.map(|r| r.to_string()),
+            });
+            let e = event(p, "state.write", "stack", &stack.slug, None, Some(after));
+            tx.scope(p.org).append_audit(e, now).await?;
+            tx.commit().await?;
+            Ok(HttpResponse::Ok().finish())
+        }
+        WriteOutcome::AlreadyStored(_) => Ok(HttpResponse::Ok().finish()),
         WriteOutcome::Locked(l) => Ok(locked(&l.info)),
         WriteOutcome::LockNotHeld => Err(ApiError::conflict(
             "state_lock_not_held",
@@ -184,13 +202,7 @@ fn locked(holder_info: &str) -> HttpResponse {
         .body(holder_info.to_owned())
 }
 
-async fn lock(
-    st: &AppState,
-    scope: &TenantScope<'_>,
-    p: &Principal,
-    stack: &Stack,
-    body: &[u8],
-) -> ApiResult<HttpResponse> {
+async fn lock(st: &AppState, p: &Principal, stack: &Stack, body: &[u8]) -> ApiResult<HttpResponse> {
     require_user(p, stack, Action::Write)?;
     let info: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("lock info is not valid JSON: {e}")))?;
@@ -216,13 +228,23 @@ async fn lock(
         holder,
         run_id,
     };
-    match scope.lock_state(stack.id, new, st.clock.now()).await? {
-        LockOutcome::Acquired(l) => Ok(HttpResponse::Ok().content_type("application/json").body(l.info)),
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    match tx.scope(p.org).lock_state(stack.id, new, now).await? {
+        LockOutcome::Acquired(l) => {
+            let after =
+                serde_json::json!({ "lock_id": l.lock_id, "holder": l.holder, "operation": info.get("Operation") });
+            tx.scope(p.org)
+                .append_audit(event(p, "state.lock", "stack", &stack.slug, None, Some(after)), now)
+                .await?;
+            tx.commit().await?;
+            Ok(HttpResponse::Ok().content_type("application/json").body(l.info))
+        }
         LockOutcome::Held(l) => Ok(locked(&l.info)),
     }
 }
 
-async fn unlock(scope: &TenantScope<'_>, p: &Principal, stack: &Stack, body: &[u8]) -> ApiResult<HttpResponse> {
+async fn unlock(st: &AppState, p: &Principal, stack: &Stack, body: &[u8]) -> ApiResult<HttpResponse> {
     let info: Option<serde_json::Value> = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
@@ -255,8 +277,18 @@ async fn unlock(scope: &TenantScope<'_>, p: &Principal, stack: &Stack, body: &[u
     } else {
         require_user(p, stack, Action::Write)?;
     }
-    match scope.unlock_state(stack.id, id, is_force).await {
-        Ok(Ok(_)) => Ok(HttpResponse::Ok().finish()),
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    match tx.scope(p.org).unlock_state(stack.id, id, is_force).await {
+        Ok(Ok(l)) => {
+            let before = serde_json::json!({ "lock_id": l.lock_id, "holder": l.holder });
+            let action = if is_force { "state.unlock_force" } else { "state.unlock" };
+            tx.scope(p.org)
+                .append_audit(event(p, action, "stack", &stack.slug, Some(before), None), now)
+                .await?;
+            tx.commit().await?;
+            Ok(HttpResponse::Ok().finish())
+        }
         Ok(Err(holder)) => Ok(locked(&holder.info)),
         // Unlocking an unlocked state is a no-op: retries after a lost response succeed.
         Err(terraplane_store::StoreError::NotFound(_)) => Ok(HttpResponse::Ok().finish()),

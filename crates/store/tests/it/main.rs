@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod audit;
 mod harness;
 mod logs;
 mod migrations;
