@@ -75,3 +75,37 @@ pub async fn ensure_demo_stack(
         Err(e) => Err(e.into()),
     }
 }
+
+pub const VIEWER_EMAIL: &str = "viewer@terraplane.local";
+
+/// A second organization (`acme`, owned by the admin, with its own stack) and a
+/// non-admin user who may only read `default`: logging in as each shows the isolation.
+/// Returns the viewer's password when the viewer was created now.
+pub async fn ensure_isolation_demo(
+    store: &Store,
+    default_org: terraplane_domain::OrgId,
+    admin: terraplane_domain::UserId,
+    repository: String,
+    pool: &str,
+) -> anyhow::Result<Option<String>> {
+    let now = Utc::now();
+    if matches!(store.get_org_by_slug("acme").await, Err(StoreError::NotFound(_))) {
+        let acme = store.create_org("acme", "Acme Corp", now).await?;
+        store.add_member(acme.id, admin, "owner", now).await?;
+        ensure_demo_stack(store, acme.id, repository, pool).await?;
+    }
+    match store.get_user_by_email(VIEWER_EMAIL).await {
+        Ok(_) => Ok(None),
+        Err(StoreError::NotFound(_)) => {
+            let password = format!("viewer-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+            let hash = terraplane_api::auth::hash_password(&password).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let viewer = store.create_user(VIEWER_EMAIL, "Viewer", Some(hash), false, now).await?;
+            store.add_member(default_org, viewer.id, "member", now).await?;
+            let scope = store.scope(default_org);
+            let root = scope.root_space().await?;
+            scope.grant(root.id, terraplane_store::Subject::User(viewer.id), terraplane_domain::Role::Reader, now).await?;
+            Ok(Some(password))
+        }
+        Err(e) => Err(e.into()),
+    }
+}

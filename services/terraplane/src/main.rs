@@ -130,7 +130,9 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
     let clock = system_clock();
     let seeded = terraplane_api::bootstrap::seed(&store, &cfg, clock.now()).await?;
     let repo = demo::ensure_demo_repo(&data_dir)?;
-    demo::ensure_demo_stack(&store, seeded.org.id, repo, &cfg.runner.pool).await?;
+    demo::ensure_demo_stack(&store, seeded.org.id, repo.clone(), &cfg.runner.pool).await?;
+    let viewer_password =
+        demo::ensure_isolation_demo(&store, seeded.org.id, seeded.admin.id, repo, &cfg.runner.pool).await?;
 
     let shutdown = shutdown_on_signal();
     let api = start_api(
@@ -163,6 +165,10 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
     if cfg.bootstrap.token.is_some() {
         println!("  API key:        the value of TERRAPLANE_BOOTSTRAP_TOKEN (admin)");
     }
+    if let Some(p) = &viewer_password {
+        println!("  reader:         {} / {p} (may only read organization `default`)", demo::VIEWER_EMAIL);
+    }
+    println!("  organizations:  default, and acme (`tpctl login --org acme`): each sees only its own stacks");
     println!("  try:            tpctl run trigger demo --wait");
     api.task.await??;
     let _ = sched.await;
