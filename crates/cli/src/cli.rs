@@ -1,6 +1,6 @@
 //! The command line as clap sees it: every flag and subcommand of `tpctl`, nothing else.
-//! Endpoint and token env variables are resolved in `config`, not by clap, so tests can
-//! inject them.
+//! Endpoint, token and organization env variables are resolved in `config`, not by clap,
+//! so tests can inject them.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -18,6 +18,10 @@ pub struct Cli {
     /// Session token or API key [env: TPCTL_TOKEN; default: the one `login` saved]
     #[arg(long, global = true, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// Organization to work in: `login` logs in to it; other commands check that the
+    /// credential belongs to it (tokens are per-organization) [env: TPCTL_ORG]
+    #[arg(long, global = true, value_name = "ORG")]
+    pub org: Option<String>,
     /// Output format
     #[arg(short, long, global = true, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
@@ -50,6 +54,24 @@ pub enum Command {
     /// Read a stack's Terraform state
     #[command(subcommand)]
     State(StateCommand),
+    /// Create and list organizations
+    #[command(subcommand)]
+    Org(OrgCommand),
+    /// Manage spaces, the tree stacks live in and roles are granted on
+    #[command(subcommand)]
+    Space(SpaceCommand),
+    /// Add and list the organization's members
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Manage teams
+    #[command(subcommand)]
+    Team(TeamCommand),
+    /// Grant, revoke and list roles on spaces
+    #[command(subcommand)]
+    Role(RoleCommand),
+    /// Create, list and revoke API keys
+    #[command(subcommand, name = "apikey", alias = "api-key")]
+    ApiKey(ApiKeyCommand),
 }
 
 #[derive(Debug, Args)]
@@ -63,9 +85,6 @@ pub struct LoginArgs {
     /// Read the password from stdin
     #[arg(long)]
     pub password_stdin: bool,
-    /// Organization slug to log in to (default: your first organization)
-    #[arg(long, value_name = "ORG")]
-    pub org: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -217,6 +236,217 @@ pub enum StateCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum OrgCommand {
+    /// Create an organization (instance administrators); you become its owner
+    Create {
+        #[arg(value_name = "SLUG")]
+        slug: String,
+        /// Display name (default: the slug)
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List your organizations (all of them for instance administrators)
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SpaceCommand {
+    /// Create a space (admin on the parent)
+    Create(SpaceCreateArgs),
+    /// List the spaces you can see
+    List,
+    /// Delete an empty space (admin on its parent)
+    Delete {
+        #[arg(value_name = "SPACE")]
+        space: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SpaceCreateArgs {
+    #[arg(value_name = "SLUG")]
+    pub slug: String,
+    /// Parent space (default: the root space)
+    #[arg(long, value_name = "SPACE")]
+    pub parent: Option<String>,
+    /// Let roles granted on the parent apply in this space too
+    #[arg(long)]
+    pub inherit: bool,
+    /// Display name (default: the slug)
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Add a user to the organization (owners), creating the account when it is new
+    Create(UserCreateArgs),
+    /// List the organization's members
+    List,
+}
+
+#[derive(Debug, Args)]
+pub struct UserCreateArgs {
+    #[arg(value_name = "EMAIL")]
+    pub email: String,
+    /// Display name of a new account
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Read a new account's password from stdin (without one it cannot log in with a
+    /// password)
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// Make the user an owner of the organization
+    #[arg(long)]
+    pub owner: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TeamCommand {
+    /// Create a team (owners)
+    Create {
+        #[arg(value_name = "SLUG")]
+        slug: String,
+        /// Display name (default: the slug)
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Add a member of the organization to a team
+    AddMember {
+        #[arg(value_name = "TEAM")]
+        team: String,
+        #[arg(value_name = "EMAIL")]
+        email: String,
+    },
+    /// List teams with their members
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RoleCommand {
+    /// Grant a role on a space to a user, a team or an API key (admin on the space)
+    Grant {
+        /// The space's slug
+        #[arg(long, value_name = "SPACE")]
+        space: String,
+        #[command(flatten)]
+        subject: SubjectArgs,
+        /// The role on the space (replaces the subject's previous one there)
+        #[arg(long, value_enum)]
+        role: SpaceRole,
+    },
+    /// Revoke a user's, team's or API key's role on a space
+    Revoke {
+        /// The space's slug
+        #[arg(long, value_name = "SPACE")]
+        space: String,
+        #[command(flatten)]
+        subject: SubjectArgs,
+    },
+    /// List the role bindings of the spaces you administer
+    List,
+}
+
+/// Exactly one subject.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct SubjectArgs {
+    /// A user, by email
+    #[arg(long, value_name = "EMAIL")]
+    pub user: Option<String>,
+    /// A team, by slug
+    #[arg(long, value_name = "SLUG")]
+    pub team: Option<String>,
+    /// An API key, by id
+    #[arg(long, value_name = "ID")]
+    pub api_key: Option<String>,
+}
+
+/// A role on a space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SpaceRole {
+    /// See its stacks, runs and logs
+    Reader,
+    /// Also trigger, confirm and discard runs, edit stacks
+    Writer,
+    /// Also manage the space: its stacks' lifecycle, its role bindings, its sub-spaces
+    Admin,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApiKeyCommand {
+    /// Create an API key and print its secret, which is shown this once
+    Create(ApiKeyCreateArgs),
+    /// List API keys (every key for owners, your personal keys otherwise)
+    List,
+    /// Revoke an API key at once
+    Revoke {
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ApiKeyCreateArgs {
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// personal: acts as you, never beyond your rights; service: the organization's, with
+    /// its own role (owners) [default: personal]
+    #[arg(long, value_enum)]
+    pub kind: Option<ApiKeyKindArg>,
+    /// Organization-wide role, for a personal key a cap on your own rights (default: no
+    /// cap); with --space, the service key's role on that space (reader, writer or admin)
+    #[arg(long, value_enum)]
+    pub role: Option<KeyRole>,
+    /// Limit a service key to this space
+    #[arg(long, value_name = "SPACE")]
+    pub space: Option<String>,
+    /// Days until the key expires [default: the server's]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
+    pub expires_in_days: Option<i32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ApiKeyKindArg {
+    Personal,
+    Service,
+}
+
+/// A role an API key can get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KeyRole {
+    Owner,
+    Admin,
+    Writer,
+    Reader,
+}
+
+impl SpaceRole {
+    /// The API's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpaceRole::Reader => "reader",
+            SpaceRole::Writer => "writer",
+            SpaceRole::Admin => "admin",
+        }
+    }
+}
+
+impl KeyRole {
+    /// The API's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyRole::Owner => "owner",
+            KeyRole::Admin => "admin",
+            KeyRole::Writer => "writer",
+            KeyRole::Reader => "reader",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -243,6 +473,9 @@ mod tests {
     fn global_flags_go_anywhere_and_default_to_table() -> TestResult {
         let c = parse(&["whoami"])?;
         assert_eq!((c.endpoint, c.token, c.output), (None, None, OutputFormat::Table));
+        assert_eq!(c.org, None);
+        assert_eq!(parse(&["--org", "acme", "space", "list"])?.org.as_deref(), Some("acme"));
+        assert_eq!(parse(&["space", "list", "--org", "acme"])?.org.as_deref(), Some("acme"));
         assert!(matches!(c.command, Command::Whoami));
 
         let c = parse(&["--endpoint", "http://a", "stack", "list", "-o", "json", "--token", "t"])?;
@@ -270,12 +503,12 @@ mod tests {
             "acme",
         ])?;
         assert_eq!(c.endpoint.as_deref(), Some("http://x"));
+        assert_eq!(c.org.as_deref(), Some("acme"));
         let Command::Login(a) = c.command else {
             panic!("not login")
         };
         assert_eq!(a.email.as_deref(), Some("a@b.c"));
         assert_eq!(a.password.as_deref(), Some("pw"));
-        assert_eq!(a.org.as_deref(), Some("acme"));
         assert!(!a.password_stdin);
 
         let c = parse(&["login", "--email", "a@b.c", "--password-stdin"])?;
@@ -478,5 +711,305 @@ mod tests {
             Some(ErrorKind::ValueValidation)
         );
         Ok(())
+    }
+
+    #[test]
+    fn org_subcommands() -> TestResult {
+        assert!(matches!(
+            parse(&["org", "create", "beta"])?.command,
+            Command::Org(OrgCommand::Create { slug, name: None }) if slug == "beta"
+        ));
+        assert!(matches!(
+            parse(&["org", "create", "beta", "--name", "Beta Inc"])?.command,
+            Command::Org(OrgCommand::Create { name: Some(n), .. }) if n == "Beta Inc"
+        ));
+        assert!(matches!(
+            parse(&["org", "list"])?.command,
+            Command::Org(OrgCommand::List)
+        ));
+        assert_eq!(
+            usage_error(&["org", "create"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["org", "create", "a", "b"]),
+            Some(ErrorKind::UnknownArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn space_subcommands() -> TestResult {
+        let c = parse(&[
+            "space",
+            "create",
+            "prod",
+            "--parent",
+            "root",
+            "--inherit",
+            "--name",
+            "Production",
+            "--description",
+            "live systems",
+        ])?;
+        let Command::Space(SpaceCommand::Create(a)) = c.command else {
+            panic!("not space create")
+        };
+        assert_eq!(a.slug, "prod");
+        assert_eq!(a.parent.as_deref(), Some("root"));
+        assert!(a.inherit);
+        assert_eq!(a.name.as_deref(), Some("Production"));
+        assert_eq!(a.description.as_deref(), Some("live systems"));
+
+        let Command::Space(SpaceCommand::Create(a)) = parse(&["space", "create", "dev"])?.command else {
+            panic!("not space create")
+        };
+        assert!(!a.inherit && a.parent.is_none() && a.name.is_none() && a.description.is_none());
+
+        assert!(matches!(
+            parse(&["space", "list"])?.command,
+            Command::Space(SpaceCommand::List)
+        ));
+        assert!(
+            matches!(parse(&["space", "delete", "dev"])?.command, Command::Space(SpaceCommand::Delete { space }) if space == "dev")
+        );
+        assert_eq!(
+            usage_error(&["space", "create"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["space", "create", "x", "--inherit=maybe"]),
+            Some(ErrorKind::TooManyValues)
+        );
+        assert_eq!(
+            usage_error(&["space", "delete"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn user_subcommands() -> TestResult {
+        let Command::User(UserCommand::Create(a)) = parse(&[
+            "user",
+            "create",
+            "bob@example.com",
+            "--name",
+            "Bob",
+            "--password-stdin",
+            "--owner",
+        ])?
+        .command
+        else {
+            panic!("not user create")
+        };
+        assert_eq!(a.email, "bob@example.com");
+        assert_eq!(a.name.as_deref(), Some("Bob"));
+        assert!(a.password_stdin && a.owner);
+
+        let Command::User(UserCommand::Create(a)) = parse(&["user", "create", "bob@example.com"])?.command else {
+            panic!("not user create")
+        };
+        assert!(!a.password_stdin && !a.owner && a.name.is_none());
+
+        assert!(matches!(
+            parse(&["user", "list"])?.command,
+            Command::User(UserCommand::List)
+        ));
+        // A password never goes on the command line.
+        assert_eq!(
+            usage_error(&["user", "create", "bob@example.com", "--password", "pw"]),
+            Some(ErrorKind::UnknownArgument)
+        );
+        assert_eq!(
+            usage_error(&["user", "create"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn team_subcommands() -> TestResult {
+        assert!(matches!(
+            parse(&["team", "create", "ops", "--name", "Operations"])?.command,
+            Command::Team(TeamCommand::Create { slug, name: Some(n) }) if slug == "ops" && n == "Operations"
+        ));
+        assert!(matches!(
+            parse(&["team", "add-member", "ops", "ada@example.com"])?.command,
+            Command::Team(TeamCommand::AddMember { team, email }) if team == "ops" && email == "ada@example.com"
+        ));
+        assert!(matches!(
+            parse(&["team", "list"])?.command,
+            Command::Team(TeamCommand::List)
+        ));
+        assert_eq!(
+            usage_error(&["team", "add-member", "ops"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["team", "add_member", "ops", "a@b.c"]),
+            Some(ErrorKind::InvalidSubcommand)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn role_subcommands_take_exactly_one_subject() -> TestResult {
+        let Command::Role(RoleCommand::Grant { space, subject, role }) = parse(&[
+            "role",
+            "grant",
+            "--space",
+            "prod",
+            "--user",
+            "ada@example.com",
+            "--role",
+            "writer",
+        ])?
+        .command
+        else {
+            panic!("not role grant")
+        };
+        assert_eq!((space.as_str(), role), ("prod", SpaceRole::Writer));
+        assert_eq!(subject.user.as_deref(), Some("ada@example.com"));
+        assert!(subject.team.is_none() && subject.api_key.is_none());
+
+        let Command::Role(RoleCommand::Grant { subject, role, .. }) =
+            parse(&["role", "grant", "--space", "prod", "--team", "ops", "--role", "admin"])?.command
+        else {
+            panic!("not role grant")
+        };
+        assert_eq!((subject.team.as_deref(), role), (Some("ops"), SpaceRole::Admin));
+
+        let Command::Role(RoleCommand::Revoke { space, subject }) =
+            parse(&["role", "revoke", "--space", "prod", "--api-key", "k1"])?.command
+        else {
+            panic!("not role revoke")
+        };
+        assert_eq!((space.as_str(), subject.api_key.as_deref()), ("prod", Some("k1")));
+        assert!(matches!(
+            parse(&["role", "list"])?.command,
+            Command::Role(RoleCommand::List)
+        ));
+
+        assert_eq!(
+            usage_error(&[
+                "role", "grant", "--space", "p", "--user", "a", "--team", "t", "--role", "reader"
+            ]),
+            Some(ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(
+            usage_error(&["role", "revoke", "--space", "p", "--team", "t", "--api-key", "k"]),
+            Some(ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(
+            usage_error(&["role", "grant", "--space", "p", "--role", "reader"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["role", "revoke", "--user", "a"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["role", "grant", "--space", "p", "--user", "a"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        // Owner is an organization role, not a space role.
+        assert_eq!(
+            usage_error(&["role", "grant", "--space", "p", "--user", "a", "--role", "owner"]),
+            Some(ErrorKind::InvalidValue)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn apikey_subcommands() -> TestResult {
+        let Command::ApiKey(ApiKeyCommand::Create(a)) = parse(&[
+            "apikey",
+            "create",
+            "ci",
+            "--kind",
+            "service",
+            "--role",
+            "writer",
+            "--space",
+            "prod",
+            "--expires-in-days",
+            "30",
+            "-o",
+            "json",
+        ])?
+        .command
+        else {
+            panic!("not apikey create")
+        };
+        assert_eq!(a.name, "ci");
+        assert_eq!(a.kind, Some(ApiKeyKindArg::Service));
+        assert_eq!(a.role, Some(KeyRole::Writer));
+        assert_eq!(a.space.as_deref(), Some("prod"));
+        assert_eq!(a.expires_in_days, Some(30));
+
+        let Command::ApiKey(ApiKeyCommand::Create(a)) = parse(&["api-key", "create", "laptop"])?.command else {
+            panic!("not apikey create")
+        };
+        assert!(a.kind.is_none() && a.role.is_none() && a.space.is_none() && a.expires_in_days.is_none());
+        assert!(matches!(
+            parse(&["apikey", "create", "x", "--kind", "personal", "--role", "owner"])?.command,
+            Command::ApiKey(ApiKeyCommand::Create(ApiKeyCreateArgs {
+                kind: Some(ApiKeyKindArg::Personal),
+                role: Some(KeyRole::Owner),
+                ..
+            }))
+        ));
+        assert!(matches!(
+            parse(&["apikey", "list"])?.command,
+            Command::ApiKey(ApiKeyCommand::List)
+        ));
+        assert!(
+            matches!(parse(&["apikey", "revoke", "k1"])?.command, Command::ApiKey(ApiKeyCommand::Revoke { id }) if id == "k1")
+        );
+
+        assert_eq!(
+            usage_error(&["apikey", "create", "x", "--kind", "robot"]),
+            Some(ErrorKind::InvalidValue)
+        );
+        assert_eq!(
+            usage_error(&["apikey", "create", "x", "--role", "superuser"]),
+            Some(ErrorKind::InvalidValue)
+        );
+        assert_eq!(
+            usage_error(&["apikey", "create", "x", "--expires-in-days", "0"]),
+            Some(ErrorKind::ValueValidation)
+        );
+        assert_eq!(
+            usage_error(&["apikey", "create", "x", "--expires-in-days", "soon"]),
+            Some(ErrorKind::ValueValidation)
+        );
+        assert_eq!(
+            usage_error(&["apikey", "create"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["apikey", "revoke"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn role_names_are_the_apis() {
+        let space: Vec<&str> = SpaceRole::value_variants().iter().map(|r| r.as_str()).collect();
+        assert_eq!(space, ["reader", "writer", "admin"]);
+        for r in KeyRole::value_variants() {
+            assert_eq!(
+                r.to_possible_value().map(|v| v.get_name().to_owned()).as_deref(),
+                Some(r.as_str())
+            );
+        }
+        for r in SpaceRole::value_variants() {
+            assert_eq!(
+                r.to_possible_value().map(|v| v.get_name().to_owned()).as_deref(),
+                Some(r.as_str())
+            );
+        }
     }
 }

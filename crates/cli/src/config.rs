@@ -1,5 +1,5 @@
-//! Where `tpctl` finds its endpoint and credential: flag, then environment, then the config
-//! file `login` writes. The environment is passed in as a lookup so tests never touch the
+//! Where `tpctl` finds its endpoint, credential and organization: flag, then environment,
+//! then (endpoint and credential) the config file `login` writes. The environment is passed in as a lookup so tests never touch the
 //! process environment or the real home directory.
 
 use std::fs;
@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 pub const ENV_ENDPOINT: &str = "TPCTL_ENDPOINT";
 pub const ENV_TOKEN: &str = "TPCTL_TOKEN";
 pub const ENV_CONFIG: &str = "TPCTL_CONFIG";
+pub const ENV_ORG: &str = "TPCTL_ORG";
 
 /// A lookup of environment variables; empty values count as unset.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -136,6 +137,12 @@ pub fn same_endpoint(a: &str, b: &str) -> bool {
     a.trim().trim_end_matches('/') == b.trim().trim_end_matches('/')
 }
 
+/// The organization a command asks for: flag, then environment; `None` means whichever
+/// the credential belongs to.
+pub fn org(flag_org: Option<String>, env: EnvLookup<'_>) -> Option<String> {
+    non_empty(flag_org).or_else(|| non_empty(env(ENV_ORG)))
+}
+
 /// Flag > environment > config file, for endpoint and token each. The file's token is
 /// only used with the file's own endpoint: a token must never be sent to a server it
 /// wasn't issued by.
@@ -222,6 +229,15 @@ mod tests {
         assert_eq!(s.endpoint.as_deref(), Some("http://file:1"));
         assert_eq!(s.token.as_deref(), Some("env-token"));
         Ok(())
+    }
+
+    #[test]
+    fn org_comes_from_flag_then_env() {
+        let env = env_of(&[(ENV_ORG, "env-org")]);
+        assert_eq!(org(Some("flag-org".into()), &env).as_deref(), Some("flag-org"));
+        assert_eq!(org(None, &env).as_deref(), Some("env-org"));
+        assert_eq!(org(Some(" ".into()), &env).as_deref(), Some("env-org"));
+        assert_eq!(org(None, &env_of(&[(ENV_ORG, "")])), None);
     }
 
     #[test]

@@ -14,7 +14,11 @@ use std::time::Duration;
 use clap::Parser;
 use terraplane_client::ClientError;
 
-pub use cli::{Cli, Command, LoginArgs, OutputFormat, RunCommand, StackCommand, StackCreateArgs, StateCommand};
+pub use cli::{
+    ApiKeyCommand, ApiKeyCreateArgs, ApiKeyKindArg, Cli, Command, KeyRole, LoginArgs, OrgCommand, OutputFormat,
+    RoleCommand, RunCommand, SpaceCommand, SpaceCreateArgs, SpaceRole, StackCommand, StackCreateArgs, StateCommand,
+    SubjectArgs, TeamCommand, UserCommand, UserCreateArgs,
+};
 pub use config::EnvLookup;
 
 /// How often `--wait` and `--follow` ask the server.

@@ -2,7 +2,10 @@
 //! objects. Pure functions from API objects to text, so they are tested without a server.
 
 use chrono::{DateTime, Utc};
-use terraplane_client::{Run, RunEvent, Stack, StateLockInfo, StateVersion, Viewer};
+use terraplane_client::{
+    ApiKey, ApiKeyCreated, Member, Organization, RoleBinding, Run, RunEvent, Space, Stack, StateLockInfo, StateVersion,
+    Team, Viewer,
+};
 
 /// Columns separated by three spaces, each as wide as its widest cell; the last column is
 /// not padded so lines carry no trailing blanks.
@@ -271,10 +274,161 @@ pub fn state_lock(l: &StateLockInfo) -> String {
     ])
 }
 
+pub fn orgs_table(orgs: &[Organization]) -> String {
+    let mut t = Table::new(["SLUG", "NAME", "ID"]);
+    for o in orgs {
+        t.row([o.slug.clone(), o.name.clone(), o.id.clone()]);
+    }
+    t.render()
+}
+
+pub fn spaces_table(spaces: &[Space]) -> String {
+    let mut t = Table::new(["ID", "NAME", "PARENT", "INHERIT", "DESCRIPTION"]);
+    for s in spaces {
+        t.row([
+            s.id.clone(),
+            s.name.clone(),
+            or_dash(s.parent.as_deref()),
+            yes_no(s.inherit),
+            or_dash(Some(&s.description)),
+        ]);
+    }
+    t.render()
+}
+
+pub fn space(s: &Space) -> String {
+    details(&[
+        ("ID", s.id.clone()),
+        ("Name", s.name.clone()),
+        ("Description", or_dash(Some(&s.description))),
+        ("Parent", or_dash(s.parent.as_deref())),
+        ("Inherit", yes_no(s.inherit)),
+        ("Created", time(&s.created_at)),
+    ])
+}
+
+pub fn members_table(members: &[Member]) -> String {
+    let mut t = Table::new(["EMAIL", "NAME", "ROLE", "ID"]);
+    for m in members {
+        t.row([m.email.clone(), or_dash(Some(&m.name)), m.role.clone(), m.id.clone()]);
+    }
+    t.render()
+}
+
+pub fn teams_table(teams: &[Team]) -> String {
+    let mut t = Table::new(["ID", "NAME", "MEMBERS"]);
+    for team in teams {
+        t.row([
+            team.id.clone(),
+            team.name.clone(),
+            or_dash(Some(&team.members.join(","))),
+        ]);
+    }
+    t.render()
+}
+
+pub fn bindings_table(bindings: &[RoleBinding]) -> String {
+    let mut t = Table::new(["SPACE", "KIND", "SUBJECT", "ROLE", "CREATED"]);
+    for b in bindings {
+        t.row([
+            b.space.clone(),
+            b.subject_kind.clone(),
+            b.subject.clone(),
+            b.role.clone(),
+            time(&b.created_at),
+        ]);
+    }
+    t.render()
+}
+
+/// `active`, `revoked` or `expired` at `now`.
+fn key_status(k: &ApiKey, now: DateTime<Utc>) -> &'static str {
+    if k.revoked_at.is_some() {
+        "revoked"
+    } else if k.is_active(now) {
+        "active"
+    } else {
+        "expired"
+    }
+}
+
+fn opt_time(t: Option<&DateTime<Utc>>) -> String {
+    t.map(time).unwrap_or_else(|| "-".into())
+}
+
+pub fn api_keys_table(keys: &[ApiKey], now: DateTime<Utc>) -> String {
+    let mut t = Table::new([
+        "ID",
+        "NAME",
+        "KIND",
+        "ROLE",
+        "OWNER",
+        "STATUS",
+        "EXPIRES",
+        "LAST USED",
+        "CREATED",
+    ]);
+    for k in keys {
+        t.row([
+            k.id.clone(),
+            k.name.clone(),
+            k.kind.to_string(),
+            or_dash(Some(&k.role)),
+            or_dash(k.owner.as_deref()),
+            key_status(k, now).to_owned(),
+            opt_time(k.expires_at.as_ref()),
+            opt_time(k.last_used_at.as_ref()),
+            time(&k.created_at),
+        ]);
+    }
+    t.render()
+}
+
+pub fn api_key(k: &ApiKey, now: DateTime<Utc>) -> String {
+    let mut pairs = vec![
+        ("ID", k.id.clone()),
+        ("Name", k.name.clone()),
+        ("Kind", k.kind.to_string()),
+        // An empty role means the key's rights come from space bindings only.
+        (
+            "Role",
+            if k.role.is_empty() {
+                "(space bindings)".into()
+            } else {
+                k.role.clone()
+            },
+        ),
+    ];
+    if let Some(o) = &k.owner {
+        pairs.push(("Owner", o.clone()));
+    }
+    pairs.push(("Status", key_status(k, now).to_owned()));
+    pairs.push((
+        "Expires",
+        k.expires_at.as_ref().map(time).unwrap_or_else(|| "never".into()),
+    ));
+    if let Some(t) = &k.revoked_at {
+        pairs.push(("Revoked", time(t)));
+    }
+    pairs.push(("Created", time(&k.created_at)));
+    details(&pairs)
+}
+
+/// A new key for people: its details, then the secret set apart so it is hard to miss.
+pub fn api_key_created(c: &ApiKeyCreated, now: DateTime<Utc>) -> String {
+    format!(
+        "Created API key {}\n\n{}\nSecret:\n\n    {}\n\n\
+         Store it now: it is shown only this once and cannot be retrieved later.\n",
+        c.key.name,
+        api_key(&c.key, now),
+        c.secret
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
-    use terraplane_client::{PlanSummary, RunState, RunType, StackLock};
+    use terraplane_client::{ApiKeyKind, PlanSummary, RunState, RunType, StackLock};
 
     use super::*;
 
@@ -411,5 +565,122 @@ app   Stack app   https://git.example.com/infra.git   main     no           -   
             "{out}"
         );
         assert!(out.contains("Description:  -\n"), "{out}");
+    }
+
+    fn a_key(id: &str, kind: ApiKeyKind, role: &str, expires: Option<u32>, revoked: bool) -> ApiKey {
+        ApiKey {
+            id: id.into(),
+            name: format!("key {id}"),
+            kind,
+            role: role.into(),
+            owner: (role == "owner").then(|| "ada@example.com".to_owned()),
+            created_at: at(0),
+            expires_at: expires.map(at),
+            last_used_at: revoked.then(|| at(4)),
+            revoked_at: revoked.then(|| at(5)),
+        }
+    }
+
+    #[test]
+    fn spaces_table_shows_parent_and_inherit() {
+        let spaces = [
+            Space {
+                id: "root".into(),
+                name: "Root".into(),
+                description: String::new(),
+                parent: None,
+                inherit: false,
+                created_at: at(0),
+            },
+            Space {
+                id: "prod".into(),
+                name: "Production".into(),
+                description: "live".into(),
+                parent: Some("root".into()),
+                inherit: true,
+                created_at: at(0),
+            },
+        ];
+        let expected = "\
+ID     NAME         PARENT   INHERIT   DESCRIPTION
+root   Root         -        no        -
+prod   Production   root     yes       live
+";
+        assert_eq!(spaces_table(&spaces), expected);
+    }
+
+    #[test]
+    fn api_keys_table_tells_active_expired_and_revoked_apart() {
+        let keys = [
+            a_key("k1", ApiKeyKind::Personal, "owner", Some(30), false),
+            a_key("k2", ApiKeyKind::Service, "", Some(10), false),
+            a_key("k3", ApiKeyKind::Service, "reader", None, true),
+        ];
+        let expected = "\
+ID   NAME     KIND       ROLE     OWNER             STATUS    EXPIRES               LAST USED             CREATED
+k1   key k1   personal   owner    ada@example.com   active    2026-03-01 12:00:30   -                     2026-03-01 12:00:00
+k2   key k2   service    -        -                 expired   2026-03-01 12:00:10   -                     2026-03-01 12:00:00
+k3   key k3   service    reader   -                 revoked   -                     2026-03-01 12:00:04   2026-03-01 12:00:00
+";
+        assert_eq!(api_keys_table(&keys, at(20)), expected);
+    }
+
+    #[test]
+    fn a_new_key_shows_its_secret_once_with_a_warning() {
+        let c = ApiKeyCreated {
+            key: a_key("k2", ApiKeyKind::Service, "", Some(30), false),
+            secret: "tpk_0123456789".into(),
+        };
+        let out = api_key_created(&c, at(20));
+        assert!(out.starts_with("Created API key key k2\n\nID:      k2\n"), "{out}");
+        assert!(out.contains("Role:    (space bindings)\n"), "{out}");
+        assert!(
+            out.ends_with(
+                "\nSecret:\n\n    tpk_0123456789\n\nStore it now: it is shown only this once and cannot be retrieved later.\n"
+            ),
+            "{out}"
+        );
+        assert_eq!(out.matches("tpk_0123456789").count(), 1);
+    }
+
+    #[test]
+    fn membership_tables() {
+        let members = [Member {
+            id: "u1".into(),
+            email: "ada@example.com".into(),
+            name: String::new(),
+            role: "owner".into(),
+        }];
+        assert_eq!(
+            members_table(&members),
+            "EMAIL             NAME   ROLE    ID\nada@example.com   -      owner   u1\n"
+        );
+        let teams = [
+            Team {
+                id: "ops".into(),
+                name: "Ops".into(),
+                members: vec!["a@x".into(), "b@x".into()],
+            },
+            Team {
+                id: "dev".into(),
+                name: "Dev".into(),
+                members: vec![],
+            },
+        ];
+        assert_eq!(
+            teams_table(&teams),
+            "ID    NAME   MEMBERS\nops   Ops    a@x,b@x\ndev   Dev    -\n"
+        );
+        let bindings = [RoleBinding {
+            space: "prod".into(),
+            subject_kind: "api_key".into(),
+            subject: "k1".into(),
+            role: "writer".into(),
+            created_at: at(1),
+        }];
+        assert_eq!(
+            bindings_table(&bindings),
+            "SPACE   KIND      SUBJECT   ROLE     CREATED\nprod    api_key   k1        writer   2026-03-01 12:00:01\n"
+        );
     }
 }

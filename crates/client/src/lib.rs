@@ -52,6 +52,32 @@ macro_rules! state_version_fields {
     };
 }
 
+macro_rules! space_fields {
+    () => {
+        "id name description parent inherit createdAt"
+    };
+}
+macro_rules! team_fields {
+    () => {
+        "id name members"
+    };
+}
+macro_rules! member_fields {
+    () => {
+        "id email name role"
+    };
+}
+macro_rules! role_binding_fields {
+    () => {
+        "space subjectKind subject role createdAt"
+    };
+}
+macro_rules! api_key_fields {
+    () => {
+        "id name kind role owner createdAt expiresAt lastUsedAt revokedAt"
+    };
+}
+
 /// A connection to one Terraplane endpoint, optionally authenticated. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Client {
@@ -370,6 +396,159 @@ impl Client {
         self.field(Q, json!({ "stackId": stack_id }), "stateForceUnlock").await
     }
 
+    /// The caller's organizations (every organization for instance administrators).
+    pub async fn organizations(&self) -> Result<Vec<Organization>> {
+        const Q: &str = concat!("query { organizations { ", org_fields!(), " } }");
+        self.field(Q, json!({}), "organizations").await
+    }
+
+    /// Creates an organization (instance administrators) with the caller as its owner;
+    /// `name` defaults to the slug. Working in it needs a token for it: see
+    /// [`Client::login`].
+    pub async fn org_create(&self, slug: &str, name: Option<&str>) -> Result<Organization> {
+        const Q: &str = concat!(
+            "mutation($slug: String!, $name: String) { orgCreate(slug: $slug, name: $name) { ",
+            org_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "slug": slug, "name": name }), "orgCreate").await
+    }
+
+    /// The spaces the caller can see.
+    pub async fn spaces(&self) -> Result<Vec<Space>> {
+        const Q: &str = concat!("query { spaces { ", space_fields!(), " } }");
+        self.field(Q, json!({}), "spaces").await
+    }
+
+    /// The space with this slug; `None` when there is none (or it is invisible to the caller).
+    pub async fn space(&self, id: &str) -> Result<Option<Space>> {
+        const Q: &str = concat!("query($id: ID!) { space(id: $id) { ", space_fields!(), " } }");
+        self.field(Q, json!({ "id": id }), "space").await
+    }
+
+    /// Creates a space (admin on the parent).
+    pub async fn space_create(&self, input: &SpaceCreate) -> Result<Space> {
+        const Q: &str = concat!(
+            "mutation($slug: String!, $name: String, $parent: String, $inherit: Boolean!, $description: String) { ",
+            "spaceCreate(slug: $slug, name: $name, parent: $parent, inherit: $inherit, description: $description) { ",
+            space_fields!(),
+            " } }"
+        );
+        // The argument structs name their fields like the operation's variables.
+        self.field(Q, json!(input), "spaceCreate").await
+    }
+
+    /// Deletes an empty space (admin on its parent).
+    pub async fn space_delete(&self, id: &str) -> Result<()> {
+        const Q: &str = "mutation($id: ID!) { spaceDelete(id: $id) }";
+        let done: bool = self.field(Q, json!({ "id": id }), "spaceDelete").await?;
+        confirmed(done, "spaceDelete")
+    }
+
+    pub async fn teams(&self) -> Result<Vec<Team>> {
+        const Q: &str = concat!("query { teams { ", team_fields!(), " } }");
+        self.field(Q, json!({}), "teams").await
+    }
+
+    /// Creates a team (owners); `name` defaults to the slug.
+    pub async fn team_create(&self, slug: &str, name: Option<&str>) -> Result<Team> {
+        const Q: &str = concat!(
+            "mutation($slug: String!, $name: String) { teamCreate(slug: $slug, name: $name) { ",
+            team_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "slug": slug, "name": name }), "teamCreate").await
+    }
+
+    /// Adds a member of the organization to a team, returning the team as it is now.
+    pub async fn team_add_member(&self, team: &str, email: &str) -> Result<Team> {
+        const Q: &str = concat!(
+            "mutation($team: ID!, $email: String!) { teamAddMember(team: $team, email: $email) { ",
+            team_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "team": team, "email": email }), "teamAddMember")
+            .await
+    }
+
+    /// The organization's members.
+    pub async fn users(&self) -> Result<Vec<Member>> {
+        const Q: &str = concat!("query { users { ", member_fields!(), " } }");
+        self.field(Q, json!({}), "users").await
+    }
+
+    /// Adds a user to the organization (owners), creating the account when it is new.
+    pub async fn user_create(&self, input: &UserCreate) -> Result<Member> {
+        const Q: &str = concat!(
+            "mutation($email: String!, $name: String, $password: String, $owner: Boolean!) { ",
+            "userCreate(email: $email, name: $name, password: $password, owner: $owner) { ",
+            member_fields!(),
+            " } }"
+        );
+        self.field(Q, json!(input), "userCreate").await
+    }
+
+    /// Role bindings on the spaces the caller administers.
+    pub async fn role_bindings(&self) -> Result<Vec<RoleBinding>> {
+        const Q: &str = concat!("query { roleBindings { ", role_binding_fields!(), " } }");
+        self.field(Q, json!({}), "roleBindings").await
+    }
+
+    /// Grants `role` (`reader`, `writer`, `admin`) on a space; replaces the subject's
+    /// previous role there.
+    pub async fn role_grant(&self, space: &str, subject: &Subject, role: &str) -> Result<RoleBinding> {
+        const Q: &str = concat!(
+            "mutation($space: ID!, $subject: SubjectInput!, $role: String!) { ",
+            "roleGrant(space: $space, subject: $subject, role: $role) { ",
+            role_binding_fields!(),
+            " } }"
+        );
+        self.field(
+            Q,
+            json!({ "space": space, "subject": subject, "role": role }),
+            "roleGrant",
+        )
+        .await
+    }
+
+    /// Removes the subject's role on a space.
+    pub async fn role_revoke(&self, space: &str, subject: &Subject) -> Result<()> {
+        const Q: &str =
+            "mutation($space: ID!, $subject: SubjectInput!) { roleRevoke(space: $space, subject: $subject) }";
+        let done: bool = self
+            .field(Q, json!({ "space": space, "subject": subject }), "roleRevoke")
+            .await?;
+        confirmed(done, "roleRevoke")
+    }
+
+    /// API keys: every key for owners, the caller's personal keys otherwise.
+    pub async fn api_keys(&self) -> Result<Vec<ApiKey>> {
+        const Q: &str = concat!("query { apiKeys { ", api_key_fields!(), " } }");
+        self.field(Q, json!({}), "apiKeys").await
+    }
+
+    /// Creates an API key; the result holds its secret, which the server never shows again.
+    pub async fn api_key_create(&self, input: &ApiKeyCreate) -> Result<ApiKeyCreated> {
+        const Q: &str = concat!(
+            "mutation($name: String!, $kind: String, $role: String, $space: String, $expiresInDays: Int) { ",
+            "apiKeyCreate(name: $name, kind: $kind, role: $role, space: $space, expiresInDays: $expiresInDays) { ",
+            "secret key { ",
+            api_key_fields!(),
+            " } } }"
+        );
+        self.field(Q, json!(input), "apiKeyCreate").await
+    }
+
+    /// Revokes an API key at once, returning it as it is now.
+    pub async fn api_key_revoke(&self, id: &str) -> Result<ApiKey> {
+        const Q: &str = concat!(
+            "mutation($id: ID!) { apiKeyRevoke(id: $id) { ",
+            api_key_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "apiKeyRevoke").await
+    }
+
     /// The raw Terraform state of a stack (the current version, or the one with `serial`);
     /// `None` when the stack has no state yet.
     pub async fn state_pull(&self, org: &str, stack: &str, serial: Option<i64>) -> Result<Option<Vec<u8>>> {
@@ -392,6 +571,15 @@ impl Client {
             s if s.is_success() => Ok(Some(body.to_vec())),
             s => Err(http_error(s, &body)),
         }
+    }
+}
+
+/// Mutations answering `Boolean!` report failures as errors; `false` would be a server bug.
+fn confirmed(done: bool, field: &str) -> Result<()> {
+    if done {
+        Ok(())
+    } else {
+        Err(ClientError::Decode(format!("{field} returned false")))
     }
 }
 
@@ -520,6 +708,83 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&i)?,
             json!({"name": "Net", "repository": "https://git/x"})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn subject_is_the_graphql_input_object() -> Result<(), serde_json::Error> {
+        let cases = [
+            (
+                Subject::User("ada@example.com".into()),
+                json!({"user": "ada@example.com"}),
+                "user",
+            ),
+            (Subject::Team("ops".into()), json!({"team": "ops"}), "team"),
+            (Subject::ApiKey("k1".into()), json!({"apiKey": "k1"}), "api_key"),
+        ];
+        for (subject, wire, kind) in cases {
+            assert_eq!(serde_json::to_value(&subject)?, wire);
+            assert_eq!(serde_json::from_value::<Subject>(wire)?, subject);
+            assert_eq!(subject.kind(), kind);
+        }
+        assert_eq!(Subject::ApiKey("k1".into()).to_string(), "API key k1");
+        Ok(())
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug_output() -> Result<(), serde_json::Error> {
+        let u = UserCreate {
+            email: "a@b.c".into(),
+            password: Some("hunter2hunter2".into()),
+            ..Default::default()
+        };
+        let d = format!("{u:?}");
+        assert!(!d.contains("hunter2") && d.contains("<redacted>"), "{d}");
+        let k: ApiKeyCreated = serde_json::from_value(json!({
+            "secret": "tpk_s3cr3t",
+            "key": {"id": "k1", "name": "ci", "kind": "service", "role": "", "owner": null,
+                    "createdAt": "2026-01-01T00:00:00Z", "expiresAt": null, "lastUsedAt": null, "revokedAt": null}
+        }))?;
+        assert_eq!(k.key.kind, ApiKeyKind::Service);
+        let d = format!("{k:?}");
+        assert!(!d.contains("s3cr3t"), "{d}");
+        Ok(())
+    }
+
+    #[test]
+    fn api_key_activity_follows_revocation_and_expiry() -> Result<(), Box<dyn std::error::Error>> {
+        let key = |expires: Value, revoked: Value| {
+            serde_json::from_value::<ApiKey>(json!({
+                "id": "k1", "name": "ci", "kind": "robot", "role": "reader", "owner": "ada@example.com",
+                "createdAt": "2026-01-01T00:00:00Z", "expiresAt": expires, "lastUsedAt": null, "revokedAt": revoked
+            }))
+        };
+        let now: chrono::DateTime<chrono::Utc> = "2026-02-01T00:00:00Z".parse()?;
+        assert!(key(Value::Null, Value::Null)?.is_active(now));
+        assert!(key(json!("2026-03-01T00:00:00Z"), Value::Null)?.is_active(now));
+        assert!(!key(json!("2026-01-15T00:00:00Z"), Value::Null)?.is_active(now));
+        assert!(!key(Value::Null, json!("2026-01-20T00:00:00Z"))?.is_active(now));
+        assert_eq!(key(Value::Null, Value::Null)?.kind, ApiKeyKind::Other("robot".into()));
+        Ok(())
+    }
+
+    #[test]
+    fn create_arguments_omit_unset_fields() -> Result<(), serde_json::Error> {
+        let s = SpaceCreate {
+            slug: "prod".into(),
+            ..Default::default()
+        };
+        assert_eq!(serde_json::to_value(&s)?, json!({"slug": "prod", "inherit": false}));
+        let k = ApiKeyCreate {
+            name: "ci".into(),
+            kind: Some(ApiKeyKind::Service),
+            expires_in_days: Some(30),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&k)?,
+            json!({"name": "ci", "kind": "service", "expiresInDays": 30})
         );
         Ok(())
     }

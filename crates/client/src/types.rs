@@ -324,3 +324,242 @@ pub struct StateVersion {
     pub created_by: String,
     pub created_at: DateTime<Utc>,
 }
+
+/// A node of the organization's space tree; stacks live in spaces and roles are granted
+/// on them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Space {
+    /// The slug; spaces are addressed by it.
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// The parent's slug; `None` for the root space.
+    pub parent: Option<String>,
+    /// Roles granted on the parent apply here too.
+    pub inherit: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `spaceCreate` arguments; `None` fields take the server's defaults (name from the slug,
+/// parent the root space).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpaceCreate {
+    pub slug: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    pub inherit: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Team {
+    /// The slug; teams are addressed by it.
+    pub id: String,
+    pub name: String,
+    /// Members' emails.
+    pub members: Vec<String>,
+}
+
+/// A member of the organization (`users`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    /// `owner` or `member` of the organization.
+    pub role: String,
+}
+
+/// `userCreate` arguments. `Debug` leaves the password out.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserCreate {
+    pub email: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Only for accounts that don't exist yet; without one the user cannot log in with a
+    /// password.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// Make the user an owner of the organization.
+    pub owner: bool,
+}
+
+impl fmt::Debug for UserCreate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserCreate")
+            .field("email", &self.email)
+            .field("name", &self.name)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+/// Who a role is granted to: GraphQL's `SubjectInput`, exactly one of its fields set
+/// (`{"user": email}`, `{"team": slug}`, `{"apiKey": id}`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Subject {
+    /// A user, by email.
+    User(String),
+    /// A team, by slug.
+    Team(String),
+    /// An API key, by id.
+    ApiKey(String),
+}
+
+impl Subject {
+    /// The kind as `RoleBinding::subject_kind` spells it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Subject::User(_) => "user",
+            Subject::Team(_) => "team",
+            Subject::ApiKey(_) => "api_key",
+        }
+    }
+
+    /// The email, slug or id.
+    pub fn name(&self) -> &str {
+        match self {
+            Subject::User(s) | Subject::Team(s) | Subject::ApiKey(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::User(s) => write!(f, "user {s}"),
+            Subject::Team(s) => write!(f, "team {s}"),
+            Subject::ApiKey(s) => write!(f, "API key {s}"),
+        }
+    }
+}
+
+/// A role granted on a space.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleBinding {
+    /// The space's slug.
+    pub space: String,
+    /// `user`, `team` or `api_key`.
+    pub subject_kind: String,
+    /// The user's email, the team's slug or the API key's id.
+    pub subject: String,
+    pub role: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An API key's kind, by its API name. Unknown names are kept verbatim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum ApiKeyKind {
+    /// Acts for its creator, never beyond the creator's rights.
+    Personal,
+    /// Belongs to the organization, with its own role (owners create them).
+    Service,
+    Other(String),
+}
+
+impl ApiKeyKind {
+    pub fn as_str(&self) -> &str {
+        match self {
+            ApiKeyKind::Personal => "personal",
+            ApiKeyKind::Service => "service",
+            ApiKeyKind::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for ApiKeyKind {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "personal" => ApiKeyKind::Personal,
+            "service" => ApiKeyKind::Service,
+            _ => ApiKeyKind::Other(s),
+        }
+    }
+}
+
+impl From<ApiKeyKind> for String {
+    fn from(k: ApiKeyKind) -> Self {
+        match k {
+            ApiKeyKind::Other(s) => s,
+            k => k.as_str().to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for ApiKeyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An API key as listed; the secret is never part of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKey {
+    pub id: String,
+    pub name: String,
+    pub kind: ApiKeyKind,
+    /// Organization-wide role; empty when the key's rights come from space bindings only.
+    pub role: String,
+    /// The creator of a personal key.
+    pub owner: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl ApiKey {
+    /// Neither revoked nor expired at `now`.
+    pub fn is_active(&self, now: DateTime<Utc>) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|t| t > now)
+    }
+}
+
+/// `apiKeyCreate` arguments; `None` fields take the server's defaults (a personal key
+/// with its creator's rights, expiring after 90 days).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyCreate {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ApiKeyKind>,
+    /// `owner`, `admin`, `writer` or `reader`; with `space`, a space role.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Limits a service key to one space (its slug).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub space: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_in_days: Option<i32>,
+}
+
+/// A new API key with its secret, which the server returns this once. `Debug` leaves the
+/// secret out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyCreated {
+    pub key: ApiKey,
+    pub secret: String,
+}
+
+impl fmt::Debug for ApiKeyCreated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiKeyCreated")
+            .field("key", &self.key)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}

@@ -29,6 +29,7 @@ pub async fn login(
     args: LoginArgs,
     flag_endpoint: Option<String>,
     flag_token: Option<String>,
+    org: Option<String>,
     format: OutputFormat,
     ctx: &mut Context<'_>,
 ) -> Result<()> {
@@ -54,7 +55,7 @@ pub async fn login(
                 .await
                 .map_err(refused)
                 .context("the token was refused")?;
-            if let Some(org) = &args.org
+            if let Some(org) = &org
                 && org != &me.organization.slug
             {
                 bail!("the token belongs to organization {}, not {org}", me.organization.slug);
@@ -89,7 +90,7 @@ pub async fn login(
                 bail!("email and password must not be empty");
             }
             let r = client
-                .login(email.trim(), &password, args.org.as_deref())
+                .login(email.trim(), &password, org.as_deref())
                 .await
                 .map_err(refused)?;
             let out = LoginOutput {
@@ -152,11 +153,27 @@ fn prompt_line(ctx: &mut Context<'_>, prompt: &str) -> Result<String> {
     Ok(line.trim().to_owned())
 }
 
-fn read_password_stdin() -> Result<String> {
+pub(super) fn read_password_stdin() -> Result<String> {
+    read_password(&mut std::io::stdin().lock())
+}
+
+fn read_password(r: &mut impl Read) -> Result<String> {
     let mut s = String::new();
-    std::io::stdin()
-        .read_to_string(&mut s)
+    r.read_to_string(&mut s)
         .context("cannot read the password from stdin")?;
     // Only the line break `echo` adds; spaces may be part of the password.
     Ok(s.trim_end_matches(['\r', '\n']).to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_from_stdin_loses_only_its_line_break() -> Result<()> {
+        assert_eq!(read_password(&mut &b"  pass word \r\n"[..])?, "  pass word ");
+        assert_eq!(read_password(&mut &b"pw"[..])?, "pw");
+        assert_eq!(read_password(&mut &b"\n"[..])?, "");
+        Ok(())
+    }
 }

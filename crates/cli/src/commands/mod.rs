@@ -1,12 +1,18 @@
 //! What each subcommand does: resolve the credential, call the client, print the result
 //! as a table or as JSON. Long-running commands (`--wait`, `--follow`) live in `run`.
 
+mod apikey;
 mod login;
+mod org;
+mod role;
 mod run;
+mod space;
 mod stack;
 mod state;
+mod team;
+mod user;
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Context as _, Result, anyhow, bail};
 use serde::Serialize;
 use terraplane_client::{Client, ClientError};
 
@@ -20,11 +26,13 @@ pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
     let Cli {
         endpoint,
         token,
+        org,
         output,
         command,
     } = cli;
+    let org = config::org(org, ctx.env);
     if let Command::Login(args) = command {
-        return login::login(args, endpoint, token, output, ctx).await;
+        return login::login(args, endpoint, token, org, output, ctx).await;
     }
     let settings = config::resolve(endpoint, token, ctx.env)?;
     let endpoint = settings.endpoint.ok_or_else(|| {
@@ -34,8 +42,12 @@ pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
         .token
         .ok_or_else(|| anyhow!("not logged in to {endpoint}: run `tpctl login`, or pass --token / set TPCTL_TOKEN"))?;
     let client = Client::new(&endpoint, Some(token))?;
+    if let Some(org) = &org {
+        check_org(&client, org).await?;
+    }
     let mut app = App {
         client,
+        org,
         format: output,
         ctx,
     };
@@ -45,12 +57,34 @@ pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
         Command::Stack(c) => app.stack(c).await,
         Command::Run(c) => app.run(c).await,
         Command::State(c) => app.state(c).await,
+        Command::Org(c) => app.org(c).await,
+        Command::Space(c) => app.space(c).await,
+        Command::User(c) => app.user(c).await,
+        Command::Team(c) => app.team(c).await,
+        Command::Role(c) => app.role(c).await,
+        Command::ApiKey(c) => app.api_key(c).await,
     }
+}
+
+/// A session token or API key works in one organization only; asking for another one
+/// through `--org` needs a new login, not a silent fallback to the token's organization.
+async fn check_org(client: &Client, org: &str) -> Result<()> {
+    let me = client.me().await?;
+    let current = me.organization.slug;
+    if current != org {
+        bail!(
+            "the credential belongs to organization {current}, not {org}; tokens are per-organization: \
+             run `tpctl login --org {org}` (or use an API key of {org})"
+        );
+    }
+    Ok(())
 }
 
 /// A command in progress: the client, the output format and where to write.
 pub(crate) struct App<'c, 'a> {
     client: Client,
+    /// The organization `--org` asked for, already checked against the credential.
+    org: Option<String>,
     format: OutputFormat,
     ctx: &'c mut Context<'a>,
 }

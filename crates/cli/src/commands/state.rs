@@ -17,8 +17,12 @@ impl App<'_, '_> {
                 self.show(&versions, |v| output::versions_table(v))
             }
             StateCommand::Pull { stack, serial } => {
-                // The state backend is addressed by organization; the credential knows which.
-                let org = self.client.me().await?.organization.slug;
+                // The state backend is addressed by organization; the credential knows which
+                // (`--org` was already checked against it).
+                let org = match self.org.clone() {
+                    Some(org) => org,
+                    None => self.client.me().await?.organization.slug,
+                };
                 match self.client.state_pull(&org, &stack, serial).await? {
                     Some(bytes) => {
                         self.out_bytes(&bytes)?;

@@ -441,3 +441,685 @@ async fn empty_lists_say_so_on_stderr_and_json_prints_an_array() -> TestResult {
     assert_eq!(o.out, "[]\n");
     Ok(())
 }
+
+// Organization management: orgs, spaces, users, teams, roles, API keys.
+
+const T0: &str = "2026-03-01T12:00:00Z";
+
+/// The root field an operation asks for (`spaceCreate` in `mutation(…) { spaceCreate(…) … }`).
+fn root_field(q: &str) -> String {
+    q.split_once('{')
+        .map(|(_, rest)| rest.trim_start())
+        .unwrap_or_default()
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect()
+}
+
+fn variables(r: &Request) -> Value {
+    let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+    body["variables"].clone()
+}
+
+fn space_json(id: &str, parent: Option<&str>, inherit: bool) -> Value {
+    json!({"id": id, "name": id.to_uppercase(), "description": "", "parent": parent, "inherit": inherit, "createdAt": T0})
+}
+
+fn key_json(id: &str, kind: &str, role: &str, revoked: bool) -> Value {
+    json!({"id": id, "name": format!("{id}-name"), "kind": kind, "role": role,
+           "owner": if kind == "personal" { json!("ada@example.com") } else { Value::Null },
+           "createdAt": T0, "expiresAt": "2099-01-01T00:00:00Z", "lastUsedAt": null,
+           "revokedAt": if revoked { json!("2026-03-02T00:00:00Z") } else { Value::Null }})
+}
+
+/// What a server that knows organization `acme` answers to each root field.
+fn org_answer(field: &str, vars: &Value) -> Value {
+    match field {
+        "me" => me_json(),
+        "organizations" => {
+            json!([{"id": "o1", "slug": "acme", "name": "Acme"}, {"id": "o2", "slug": "beta", "name": "Beta Inc"}])
+        }
+        "orgCreate" => json!({"id": "o2", "slug": vars["slug"], "name": vars["name"].as_str().unwrap_or("beta")}),
+        "spaces" => json!([space_json("root", None, false), space_json("prod", Some("root"), true)]),
+        "spaceCreate" => {
+            let mut s = space_json(
+                vars["slug"].as_str().unwrap_or_default(),
+                Some("root"),
+                vars["inherit"] == true,
+            );
+            s["description"] = json!(vars["description"].as_str().unwrap_or_default());
+            s
+        }
+        "spaceDelete" | "roleRevoke" => json!(true),
+        "teams" => json!([{"id": "ops", "name": "Ops", "members": ["ada@example.com", "bob@example.com"]},
+                          {"id": "dev", "name": "Dev", "members": []}]),
+        "teamCreate" => json!({"id": vars["slug"], "name": vars["name"].as_str().unwrap_or("ops"), "members": []}),
+        "teamAddMember" => json!({"id": vars["team"], "name": "Ops", "members": ["ada@example.com", vars["email"]]}),
+        "users" => json!([{"id": "u1", "email": "ada@example.com", "name": "Ada", "role": "owner"},
+                          {"id": "u2", "email": "bob@example.com", "name": "", "role": "member"}]),
+        "userCreate" => json!({"id": "u3", "email": vars["email"], "name": "",
+                               "role": if vars["owner"] == true { "owner" } else { "member" }}),
+        "roleBindings" => {
+            json!([{"space": "prod", "subjectKind": "team", "subject": "ops", "role": "writer", "createdAt": T0}])
+        }
+        "roleGrant" => {
+            let (kind, subject) = vars["subject"]
+                .as_object()
+                .and_then(|o| o.iter().next())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .unwrap_or_default();
+            json!({"space": vars["space"], "subjectKind": kind, "subject": subject, "role": vars["role"], "createdAt": T0})
+        }
+        "apiKeys" => json!([
+            key_json("k1", "personal", "owner", false),
+            key_json("k2", "service", "", true)
+        ]),
+        "apiKeyCreate" => json!({"secret": "tpk_SECRET_0123456789",
+                                 "key": key_json("k9", vars["kind"].as_str().unwrap_or("personal"), "", false)}),
+        "apiKeyRevoke" => key_json("k1", "personal", "owner", true),
+        _ => Value::Null,
+    }
+}
+
+async fn org_server() -> std::io::Result<MockServer> {
+    MockServer::start(|r| {
+        let field = root_field(&query(r));
+        data(json!({ field.clone(): org_answer(&field, &variables(r)) }))
+    })
+    .await
+}
+
+/// The operations the server saw, as (root field, variables).
+fn operations(srv: &MockServer) -> Vec<(String, Value)> {
+    srv.requests()
+        .iter()
+        .map(|r| (root_field(&query(r)), variables(r)))
+        .collect()
+}
+
+#[tokio::test]
+async fn org_create_and_list() -> TestResult {
+    let srv = org_server().await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(&env, &["org", "create", "beta", "--name", "Beta Inc"]).await?;
+    o.result?;
+    assert_eq!(
+        o.out,
+        "Created organization beta (Beta Inc); you are its owner.\n\
+         Tokens are per-organization: work in it after `tpctl login --org beta`.\n"
+    );
+    assert!(query(&srv.requests()[0]).contains("orgCreate(slug: $slug, name: $name)"));
+    assert_eq!(
+        operations(&srv)[0],
+        ("orgCreate".into(), json!({"slug": "beta", "name": "Beta Inc"}))
+    );
+
+    let o = tpctl(&env, &["org", "list"]).await?;
+    o.result?;
+    assert_eq!(
+        o.out,
+        "SLUG   NAME       ID\nacme   Acme       o1\nbeta   Beta Inc   o2\n"
+    );
+    let o = tpctl(&env, &["org", "list", "-o", "json"]).await?;
+    o.result?;
+    assert_eq!(serde_json::from_str::<Value>(&o.out)?[1]["slug"], "beta");
+    Ok(())
+}
+
+#[tokio::test]
+async fn space_create_list_and_delete() -> TestResult {
+    let srv = org_server().await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(
+        &env,
+        &[
+            "space",
+            "create",
+            "prod",
+            "--parent",
+            "root",
+            "--inherit",
+            "--name",
+            "Production",
+            "--description",
+            "live",
+        ],
+    )
+    .await?;
+    o.result?;
+    assert!(
+        o.out.starts_with("Created space prod\n\nID:          prod\n"),
+        "{}",
+        o.out
+    );
+    assert!(o.out.contains("Parent:      root\nInherit:     yes\n"), "{}", o.out);
+    let q = query(&srv.requests()[0]);
+    assert!(
+        q.contains(
+            "spaceCreate(slug: $slug, name: $name, parent: $parent, inherit: $inherit, description: $description)"
+        ),
+        "{q}"
+    );
+    assert_eq!(
+        operations(&srv)[0].1,
+        json!({"slug": "prod", "name": "Production", "parent": "root", "inherit": true, "description": "live"})
+    );
+
+    // Unset options are left to the server; inherit is always sent (Boolean!).
+    let o = tpctl(&env, &["space", "create", "dev", "-o", "json"]).await?;
+    o.result?;
+    assert_eq!(operations(&srv)[1].1, json!({"slug": "dev", "inherit": false}));
+    assert_eq!(serde_json::from_str::<Value>(&o.out)?["id"], "dev");
+
+    let o = tpctl(&env, &["space", "list"]).await?;
+    o.result?;
+    assert_eq!(
+        o.out,
+        "ID     NAME   PARENT   INHERIT   DESCRIPTION\nroot   ROOT   -        no        -\nprod   PROD   root     yes       -\n"
+    );
+    let o = tpctl(&env, &["space", "list", "-o", "json"]).await?;
+    o.result?;
+    assert_eq!(serde_json::from_str::<Value>(&o.out)?[1]["parent"], "root");
+
+    let o = tpctl(&env, &["space", "delete", "dev"]).await?;
+    o.result?;
+    assert_eq!(o.out, "Deleted space dev\n");
+    assert_eq!(
+        operations(&srv).last(),
+        Some(&("spaceDelete".into(), json!({"id": "dev"})))
+    );
+    let o = tpctl(&env, &["-o", "json", "space", "delete", "dev"]).await?;
+    o.result?;
+    assert_eq!(
+        serde_json::from_str::<Value>(&o.out)?,
+        json!({"id": "dev", "deleted": true})
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn user_create_and_list() -> TestResult {
+    let srv = org_server().await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(
+        &env,
+        &["user", "create", "carol@example.com", "--name", "Carol", "--owner"],
+    )
+    .await?;
+    o.result?;
+    assert_eq!(o.out, "Added carol@example.com to the organization as owner\n");
+    let q = query(&srv.requests()[0]);
+    assert!(
+        q.contains("userCreate(email: $email, name: $name, password: $password, owner: $owner)"),
+        "{q}"
+    );
+    // No password unless --password-stdin.
+    assert_eq!(
+        operations(&srv)[0].1,
+        json!({"email": "carol@example.com", "name": "Carol", "owner": true})
+    );
+    let o = tpctl(&env, &["user", "create", "dan@example.com", "-o", "json"]).await?;
+    o.result?;
+    assert_eq!(
+        operations(&srv)[1].1,
+        json!({"email": "dan@example.com", "owner": false})
+    );
+    assert_eq!(serde_json::from_str::<Value>(&o.out)?["role"], "member");
+
+    let o = tpctl(&env, &["user", "list"]).await?;
+    o.result?;
+    assert_eq!(
+        o.out,
+        "EMAIL             NAME   ROLE     ID\nada@example.com   Ada    owner    u1\nbob@example.com   -      member   u2\n"
+    );
+    let o = tpctl(&env, &["user", "list", "-o", "json"]).await?;
+    o.result?;
+    assert_eq!(serde_json::from_str::<Value>(&o.out)?.as_array().map(Vec::len), Some(2));
+    Ok(())
+}
+
+#[tokio::test]
+async fn team_create_add_member_and_list() -> TestResult {
+    let srv = org_server().await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(&env, &["team", "create", "ops", "--name", "Ops"]).await?;
+    o.result?;
+    assert_eq!(o.out, "Created team ops (Ops)\n");
+    let o = tpctl(&env, &["team", "add-member", "ops", "bob@example.com"]).await?;
+    o.result?;
+    assert_eq!(o.out, "Added bob@example.com to team ops (2 members)\n");
+    let o = tpctl(&env, &["team", "list"]).await?;
+    o.result?;
+    assert_eq!(
+        o.out,
+        "ID    NAME   MEMBERS\nops   Ops    ada@example.com,bob@example.com\ndev   Dev    -\n"
+    );
+    let o = tpctl(&env, &["-o", "json", "team", "add-member", "ops", "bob@example.com"]).await?;
+    o.result?;
+    assert_eq!(
+        serde_json::from_str::<Value>(&o.out)?["members"],
+        json!(["ada@example.com", "bob@example.com"])
+    );
+
+    let reqs = srv.requests();
+    assert!(query(&reqs[0]).contains("teamCreate(slug: $slug, name: $name)"));
+    assert!(query(&reqs[1]).contains("teamAddMember(team: $team, email: $email)"));
+    let ops = operations(&srv);
+    assert_eq!(ops[0].1, json!({"slug": "ops", "name": "Ops"}));
+    assert_eq!(ops[1].1, json!({"team": "ops", "email": "bob@example.com"}));
+    assert_eq!(ops[2], ("teams".into(), json!({})));
+    Ok(())
+}
+
+#[tokio::test]
+async fn role_grant_and_revoke_send_one_subject() -> TestResult {
+    let srv = org_server().await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(
+        &env,
+        &[
+            "role",
+            "grant",
+            "--space",
+            "prod",
+            "--user",
+            "ada@example.com",
+            "--role",
+            "admin",
+        ],
+    )
+    .await?;
+    o.result?;
+    assert_eq!(o.out, "Granted admin on space prod to user ada@example.com\n");
+    let o = tpctl(
+        &env,
+        &[
+            "role", "grant", "--space", "prod", "--team", "ops", "--role", "reader", "-o", "json",
+        ],
+    )
+    .await?;
+    o.result?;
+    assert_eq!(
+        serde_json::from_str::<Value>(&o.out)?,
+        json!({"space": "prod", "subjectKind": "team", "subject": "ops", "role": "reader", "createdAt": T0})
+    );
+    let o = tpctl(&env, &["role", "revoke", "--space", "prod", "--api-key", "k1"]).await?;
+    o.result?;
+    assert_eq!(o.out, "Revoked the role of API key k1 on space prod\n");
+    let o = tpctl(
+        &env,
+        &["-o", "json", "role", "revoke", "--space", "prod", "--user", "a@b.c"],
+    )
+    .await?;
+    o.result?;
+    assert_eq!(
+        serde_json::from_str::<Value>(&o.out)?,
+        json!({"space": "prod", "subject": {"user": "a@b.c"}, "revoked": true})
+    );
+
+    let reqs = srv.requests();
+    assert!(
+        query(&reqs[0]).contains("roleGrant(space: $space, subject: $subject, role: $role)"),
+        "{}",
+        query(&reqs[0])
+    );
+    assert!(query(&reqs[2]).contains("roleRevoke(space: $space, subject: $subject)"));
+    let vars: Vec<Value> = operations(&srv).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(
+        vars,
+        [
+            json!({"space": "prod", "subject": {"user": "ada@example.com"}, "role": "admin"}),
+            json!({"space": "prod", "subject": {"team": "ops"}, "role": "reader"}),
+            json!({"space": "prod", "subject": {"apiKey": "k1"}}),
+            json!({"space": "prod", "subject": {"user": "a@b.c"}}),
+        ]
+    );
+
+    let o = tpctl(&env, &["role", "list"]).await?;
+    o.result?;
+    assert_eq!(
+        o.out,
+        "SPACE   KIND   SUBJECT   ROLE     CREATED\nprod    team   ops       writer   2026-03-01 12:00:00\n"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn apikey_create_shows_the_secret_once() -> TestResult {
+    let srv = org_server().await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(
+        &env,
+        &[
+            "apikey",
+            "create",
+            "ci",
+            "--kind",
+            "service",
+            "--role",
+            "writer",
+            "--space",
+            "prod",
+            "--expires-in-days",
+            "30",
+        ],
+    )
+    .await?;
+    o.result?;
+    assert!(o.out.starts_with("Created API key k9-name\n\nID:"), "{}", o.out);
+    assert!(
+        o.out.ends_with(
+            "Secret:\n\n    tpk_SECRET_0123456789\n\nStore it now: it is shown only this once and cannot be retrieved later.\n"
+        ),
+        "{}",
+        o.out
+    );
+    assert_eq!(o.out.matches("tpk_SECRET").count(), 1);
+    assert_eq!(o.err, "");
+    let q = query(&srv.requests()[0]);
+    assert!(
+        q.contains(
+            "apiKeyCreate(name: $name, kind: $kind, role: $role, space: $space, expiresInDays: $expiresInDays) { secret key {"
+        ),
+        "{q}"
+    );
+    assert_eq!(
+        operations(&srv)[0].1,
+        json!({"name": "ci", "kind": "service", "role": "writer", "space": "prod", "expiresInDays": 30})
+    );
+
+    // JSON: the object with its secret on stdout, the warning on stderr.
+    let o = tpctl(&env, &["apikey", "create", "laptop", "-o", "json"]).await?;
+    o.result?;
+    let v: Value = serde_json::from_str(&o.out)?;
+    assert_eq!(v["secret"], "tpk_SECRET_0123456789");
+    assert_eq!(v["key"]["id"], "k9");
+    assert_eq!(o.err, "The secret is shown only this once; store it now.\n");
+    assert_eq!(operations(&srv)[1].1, json!({"name": "laptop"}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn apikey_list_and_revoke() -> TestResult {
+    let srv = org_server().await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(&env, &["apikey", "list"]).await?;
+    o.result?;
+    let lines: Vec<&str> = o.out.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", o.out);
+    assert!(
+        lines[0].starts_with("ID   NAME      KIND       ROLE    OWNER             STATUS"),
+        "{}",
+        o.out
+    );
+    assert!(
+        lines[1].starts_with("k1   k1-name   personal   owner   ada@example.com   active"),
+        "{}",
+        o.out
+    );
+    assert!(
+        lines[2].starts_with("k2   k2-name   service    -       -                 revoked"),
+        "{}",
+        o.out
+    );
+    assert!(!o.out.contains("tpk_"));
+    let o = tpctl(&env, &["apikey", "list", "-o", "json"]).await?;
+    o.result?;
+    let v: Value = serde_json::from_str(&o.out)?;
+    assert_eq!(v[1]["revokedAt"], "2026-03-02T00:00:00Z");
+    assert!(v[0].get("secret").is_none());
+
+    let o = tpctl(&env, &["apikey", "revoke", "k1"]).await?;
+    o.result?;
+    assert_eq!(o.out, "Revoked API key k1 (k1-name)\n");
+    let o = tpctl(&env, &["apikey", "revoke", "k1", "-o", "json"]).await?;
+    o.result?;
+    assert_eq!(
+        serde_json::from_str::<Value>(&o.out)?["revokedAt"],
+        "2026-03-02T00:00:00Z"
+    );
+    let ops = operations(&srv);
+    assert_eq!(ops[2], ("apiKeyRevoke".into(), json!({"id": "k1"})));
+    assert!(query(&srv.requests()[2]).contains("apiKeyRevoke(id: $id)"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn empty_management_lists_say_so() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let field = root_field(&query(r));
+        data(json!({ field: [] }))
+    })
+    .await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    for (args, remark) in [
+        (["org", "list"], "No organizations.\n"),
+        (["space", "list"], "No spaces.\n"),
+        (["user", "list"], "No members.\n"),
+        (["team", "list"], "No teams.\n"),
+        (["role", "list"], "No role bindings.\n"),
+        (["apikey", "list"], "No API keys.\n"),
+    ] {
+        let o = tpctl(&env, &args).await?;
+        o.result?;
+        assert_eq!((o.out.as_str(), o.err.as_str()), ("", remark));
+        let o = tpctl(&env, &[args[0], args[1], "-o", "json"]).await?;
+        o.result?;
+        assert_eq!(o.out, "[]\n");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn org_flag_must_match_the_credentials_organization() -> TestResult {
+    let srv = org_server().await?;
+    let home = tempfile::tempdir()?;
+    let mut env = env_for(&srv, &home);
+
+    let o = tpctl(&env, &["--org", "beta", "space", "create", "prod"]).await?;
+    let err = o.result.err().ok_or("expected a mismatch")?;
+    assert_eq!(
+        terraplane_cli::error_message(&err),
+        "the credential belongs to organization acme, not beta; tokens are per-organization: \
+         run `tpctl login --org beta` (or use an API key of beta)"
+    );
+    // Nothing was changed: only `me` was asked.
+    assert_eq!(operations(&srv), [("me".to_owned(), json!({}))]);
+    assert!(query(&srv.requests()[0]).contains("organization { id slug name }"));
+
+    env.insert("TPCTL_ORG".into(), "beta".into());
+    let o = tpctl(&env, &["apikey", "list"]).await?;
+    assert!(
+        o.result
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+            .contains("not beta"),
+        "TPCTL_ORG is checked too"
+    );
+
+    // The flag beats the environment; a match runs the command.
+    let o = tpctl(&env, &["--org", "acme", "team", "list"]).await?;
+    o.result?;
+    assert!(o.out.starts_with("ID    NAME   MEMBERS\n"), "{}", o.out);
+    let fields: Vec<String> = operations(&srv).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(fields[fields.len() - 2..], ["me", "teams"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn checked_org_is_reused_by_state_pull() -> TestResult {
+    let srv = MockServer::start(|r| match r.path.as_str() {
+        "/graphql" => data(json!({"me": me_json()})),
+        "/api/v1/orgs/acme/stacks/net/state" => Reply::bytes(200, b"{}".to_vec()),
+        _ => Reply::json(404, json!({"code": "not_found", "message": "not found"})),
+    })
+    .await?;
+    let home = tempfile::tempdir()?;
+    let o = tpctl(&env_for(&srv, &home), &["--org", "acme", "state", "pull", "net"]).await?;
+    o.result?;
+    let paths: Vec<String> = srv.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/graphql", "/api/v1/orgs/acme/stacks/net/state"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn login_sends_the_org_from_tpctl_org() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let org = variables(r)["organization"].as_str().unwrap_or("acme").to_owned();
+        data(json!({"login": {"token": "jwt", "expiresAt": "2026-03-02T12:00:00Z",
+                              "organization": {"id": "o2", "slug": org, "name": "Beta Inc"}}}))
+    })
+    .await?;
+    let home = tempfile::tempdir()?;
+    let cfg = home.path().join("tp.json");
+    let mut env = HashMap::from([
+        ("TPCTL_CONFIG".to_owned(), cfg.to_string_lossy().into_owned()),
+        ("TPCTL_ENDPOINT".to_owned(), srv.url()),
+        ("TPCTL_ORG".to_owned(), "beta".to_owned()),
+    ]);
+    let o = tpctl(&env, &["login", "--email", "ada@example.com", "--password", "pw"]).await?;
+    o.result?;
+    assert!(o.out.contains("in organization beta"), "{}", o.out);
+    assert_eq!(variables(&srv.requests()[0])["organization"], "beta");
+
+    // Without flag or environment, the server picks (organization: null).
+    env.remove("TPCTL_ORG");
+    let o = tpctl(&env, &["login", "--email", "ada@example.com", "--password", "pw"]).await?;
+    o.result?;
+    assert_eq!(variables(&srv.requests()[1])["organization"], Value::Null);
+    Ok(())
+}
+
+#[tokio::test]
+async fn server_refusals_are_reported_with_their_message() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let (code, message) = match root_field(&query(r)).as_str() {
+            "spaceCreate" => ("space_exists", "space prod already exists"),
+            "teamCreate" => ("team_exists", "team ops already exists"),
+            "spaceDelete" => ("space_not_empty", "the root space cannot be deleted"),
+            "roleGrant" => ("not_found", "space not found"),
+            _ => ("forbidden", "this needs the organization owner role"),
+        };
+        Reply::json(
+            200,
+            json!({"data": null, "errors": [{"message": message, "extensions": {"code": code}}]}),
+        )
+    })
+    .await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let cases: [(&[&str], &str); 6] = [
+        (&["space", "create", "prod"], "space prod already exists"),
+        (&["team", "create", "ops"], "team ops already exists"),
+        (&["space", "delete", "root"], "the root space cannot be deleted"),
+        (
+            &[
+                "role", "grant", "--space", "nope", "--user", "a@b.c", "--role", "reader",
+            ],
+            "space not found",
+        ),
+        (&["user", "create", "a@b.c"], "this needs the organization owner role"),
+        (
+            &["apikey", "create", "ci", "--kind", "service", "--role", "reader"],
+            "this needs the organization owner role",
+        ),
+    ];
+    for (args, message) in cases {
+        let o = tpctl(&env, args).await?;
+        let err = o.result.err().ok_or("expected a refusal")?;
+        assert_eq!(terraplane_cli::error_message(&err), message, "{args:?}");
+        let code = err
+            .downcast_ref::<terraplane_client::ClientError>()
+            .and_then(|e| e.code().map(str::to_owned));
+        assert!(code.is_some(), "{args:?}: the server's code is kept");
+        assert_eq!(o.out, "");
+    }
+    Ok(())
+}
+
+/// Runs the real `tpctl` binary against the server, with `stdin` piped in.
+async fn tpctl_bin(srv: &MockServer, args: &[&str], stdin: &[u8]) -> std::io::Result<std::process::Output> {
+    use tokio::io::AsyncWriteExt;
+    let home = tempfile::tempdir()?;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tpctl"))
+        .args(args)
+        .env_clear()
+        .env("HOME", home.path())
+        .env("TPCTL_ENDPOINT", srv.url())
+        .env("TPCTL_TOKEN", "tok")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    if let Some(mut i) = child.stdin.take() {
+        i.write_all(stdin).await?;
+    }
+    child.wait_with_output().await
+}
+
+#[tokio::test]
+async fn user_create_reads_the_password_from_stdin() -> TestResult {
+    let srv = org_server().await?;
+    let out = tpctl_bin(
+        &srv,
+        &["user", "create", "erin@example.com", "--password-stdin"],
+        b"correct horse battery staple\n",
+    )
+    .await?;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Added erin@example.com to the organization as member\n"
+    );
+    assert_eq!(
+        operations(&srv)[0].1,
+        json!({"email": "erin@example.com", "password": "correct horse battery staple", "owner": false})
+    );
+
+    let out = tpctl_bin(&srv, &["user", "create", "erin@example.com", "--password-stdin"], b"\n").await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: --password-stdin: the password on stdin is empty\n"
+    );
+    assert_eq!(srv.requests().len(), 1, "nothing sent without a password");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_binary_prints_refusals_as_errors_and_exits_1() -> TestResult {
+    let srv = MockServer::start(|_| {
+        Reply::json(200, json!({"data": null, "errors": [{"message": "space prod already exists", "extensions": {"code": "space_exists"}}]}))
+    })
+    .await?;
+    let out = tpctl_bin(&srv, &["space", "create", "prod"], b"").await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: space prod already exists\n"
+    );
+    assert!(out.stdout.is_empty());
+
+    // Usage errors are clap's: exit 2, before any request.
+    let out = tpctl_bin(
+        &srv,
+        &[
+            "role", "grant", "--space", "p", "--user", "a", "--team", "t", "--role", "reader",
+        ],
+        b"",
+    )
+    .await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    assert_eq!(srv.requests().len(), 1);
+    Ok(())
+}

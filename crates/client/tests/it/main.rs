@@ -1,9 +1,12 @@
 //! The client against a scripted HTTP server: what it sends, and how it reads answers
 //! and refusals. The real server is exercised by the end-to-end tests.
 
-use serde_json::json;
-use terraplane_client::{Client, ClientError, RunState, RunType, StackCreateInput};
-use terraplane_test_support::mock::{MockServer, Reply};
+use serde_json::{Value, json};
+use terraplane_client::{
+    ApiKeyCreate, ApiKeyKind, Client, ClientError, RunState, RunType, SpaceCreate, StackCreateInput, Subject,
+    UserCreate,
+};
+use terraplane_test_support::mock::{MockServer, Reply, Request};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -125,5 +128,227 @@ async fn transport_failure_is_not_an_api_error() -> TestResult {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let err = Client::new(&format!("http://127.0.0.1:{port}"), None)?.me().await.err();
     assert!(matches!(err, Some(ClientError::Transport(_))), "{err:?}");
+    Ok(())
+}
+
+/// The query text and variables of a recorded GraphQL request.
+fn operation(r: &Request) -> (String, Value) {
+    let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+    (
+        body["query"].as_str().unwrap_or_default().to_owned(),
+        body["variables"].clone(),
+    )
+}
+
+const T0: &str = "2026-01-01T00:00:00Z";
+
+fn space_json(id: &str, parent: Option<&str>) -> Value {
+    json!({"id": id, "name": id, "description": "", "parent": parent, "inherit": parent.is_some(), "createdAt": T0})
+}
+
+fn key_json(id: &str) -> Value {
+    json!({"id": id, "name": "ci", "kind": "service", "role": "", "owner": null, "createdAt": T0,
+           "expiresAt": "2026-04-01T00:00:00Z", "lastUsedAt": null, "revokedAt": null})
+}
+
+/// Answers each operation by its root field, the way the server names them.
+async fn org_server() -> std::io::Result<MockServer> {
+    MockServer::start(|r| {
+        let (q, _) = operation(r);
+        let field: String = q
+            .split_once('{')
+            .map(|(_, rest)| rest.trim_start())
+            .unwrap_or_default()
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        let v = match field.as_str() {
+            "organizations" => json!([{"id": "o1", "slug": "acme", "name": "Acme"}]),
+            "orgCreate" => json!({"id": "o2", "slug": "beta", "name": "beta"}),
+            "spaces" => json!([space_json("root", None), space_json("prod", Some("root"))]),
+            "space" => Value::Null,
+            "spaceCreate" => space_json("prod", Some("root")),
+            "spaceDelete" | "roleRevoke" => json!(true),
+            "teams" => json!([{"id": "ops", "name": "Ops", "members": []}]),
+            "teamCreate" => json!({"id": "ops", "name": "Ops", "members": []}),
+            "teamAddMember" => json!({"id": "ops", "name": "Ops", "members": ["ada@example.com"]}),
+            "users" => json!([{"id": "u1", "email": "ada@example.com", "name": "Ada", "role": "owner"}]),
+            "userCreate" => json!({"id": "u2", "email": "bob@example.com", "name": "Bob", "role": "member"}),
+            "roleBindings" | "roleGrant" => {
+                let b = json!({"space": "prod", "subjectKind": "team", "subject": "ops", "role": "writer", "createdAt": T0});
+                if field == "roleGrant" { b } else { json!([b]) }
+            }
+            "apiKeys" => json!([key_json("k1")]),
+            "apiKeyCreate" => json!({"secret": "tpk_secret", "key": key_json("k2")}),
+            "apiKeyRevoke" => {
+                let mut k = key_json("k1");
+                k["revokedAt"] = json!("2026-01-02T00:00:00Z");
+                k
+            }
+            _ => return Reply::json(200, json!({"errors": [{"message": format!("unknown field {field}")}]})),
+        };
+        Reply::json(200, json!({ "data": { field: v } }))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn organization_management_sends_each_operation_with_its_variables() -> TestResult {
+    let srv = org_server().await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+
+    assert_eq!(c.organizations().await?[0].slug, "acme");
+    assert_eq!(c.org_create("beta", None).await?.slug, "beta");
+    let spaces = c.spaces().await?;
+    assert_eq!(spaces[1].parent.as_deref(), Some("root"));
+    assert!(spaces[1].inherit);
+    assert_eq!(c.space("nope").await?, None);
+    let space = c
+        .space_create(&SpaceCreate {
+            slug: "prod".into(),
+            parent: Some("root".into()),
+            inherit: true,
+            description: Some("Production".into()),
+            ..Default::default()
+        })
+        .await?;
+    assert_eq!(space.id, "prod");
+    c.space_delete("prod").await?;
+    assert_eq!(c.teams().await?[0].id, "ops");
+    c.team_create("ops", Some("Ops")).await?;
+    assert_eq!(
+        c.team_add_member("ops", "ada@example.com").await?.members,
+        ["ada@example.com"]
+    );
+    assert_eq!(c.users().await?[0].role, "owner");
+    let member = c
+        .user_create(&UserCreate {
+            email: "bob@example.com".into(),
+            password: Some("correct horse battery".into()),
+            owner: false,
+            ..Default::default()
+        })
+        .await?;
+    assert_eq!(member.role, "member");
+    assert_eq!(c.role_bindings().await?[0].subject_kind, "team");
+    let b = c.role_grant("prod", &Subject::Team("ops".into()), "writer").await?;
+    assert_eq!((b.space.as_str(), b.role.as_str()), ("prod", "writer"));
+    c.role_revoke("prod", &Subject::ApiKey("k1".into())).await?;
+    assert_eq!(c.api_keys().await?[0].kind, ApiKeyKind::Service);
+    let created = c
+        .api_key_create(&ApiKeyCreate {
+            name: "ci".into(),
+            kind: Some(ApiKeyKind::Service),
+            role: Some("writer".into()),
+            space: Some("prod".into()),
+            expires_in_days: Some(30),
+        })
+        .await?;
+    assert_eq!((created.secret.as_str(), created.key.id.as_str()), ("tpk_secret", "k2"));
+    assert!(c.api_key_revoke("k1").await?.revoked_at.is_some());
+
+    let ops: Vec<(String, Value)> = srv.requests().iter().map(operation).collect();
+    let expected: &[(&str, Value)] = &[
+        ("organizations {", json!({})),
+        (
+            "orgCreate(slug: $slug, name: $name)",
+            json!({"slug": "beta", "name": null}),
+        ),
+        ("spaces {", json!({})),
+        ("space(id: $id)", json!({"id": "nope"})),
+        (
+            "spaceCreate(slug: $slug, name: $name, parent: $parent, inherit: $inherit, description: $description)",
+            json!({"slug": "prod", "parent": "root", "inherit": true, "description": "Production"}),
+        ),
+        ("spaceDelete(id: $id)", json!({"id": "prod"})),
+        ("teams {", json!({})),
+        (
+            "teamCreate(slug: $slug, name: $name)",
+            json!({"slug": "ops", "name": "Ops"}),
+        ),
+        (
+            "teamAddMember(team: $team, email: $email)",
+            json!({"team": "ops", "email": "ada@example.com"}),
+        ),
+        ("users {", json!({})),
+        (
+            "userCreate(email: $email, name: $name, password: $password, owner: $owner)",
+            json!({"email": "bob@example.com", "password": "correct horse battery", "owner": false}),
+        ),
+        ("roleBindings {", json!({})),
+        (
+            "roleGrant(space: $space, subject: $subject, role: $role)",
+            json!({"space": "prod", "subject": {"team": "ops"}, "role": "writer"}),
+        ),
+        (
+            "roleRevoke(space: $space, subject: $subject)",
+            json!({"space": "prod", "subject": {"apiKey": "k1"}}),
+        ),
+        ("apiKeys {", json!({})),
+        (
+            "apiKeyCreate(name: $name, kind: $kind, role: $role, space: $space, expiresInDays: $expiresInDays) { secret key {",
+            json!({"name": "ci", "kind": "service", "role": "writer", "space": "prod", "expiresInDays": 30}),
+        ),
+        ("apiKeyRevoke(id: $id)", json!({"id": "k1"})),
+    ];
+    assert_eq!(ops.len(), expected.len());
+    for ((q, vars), (fragment, want)) in ops.iter().zip(expected) {
+        assert!(q.contains(fragment), "{fragment:?} not in {q}");
+        assert_eq!(vars, want, "{q}");
+    }
+    // The variables are declared with the schema's types.
+    assert!(
+        ops[12]
+            .0
+            .starts_with("mutation($space: ID!, $subject: SubjectInput!, $role: String!)")
+    );
+    assert!(ops[15].0.contains("$expiresInDays: Int"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn boolean_mutations_answering_false_are_errors() -> TestResult {
+    let srv = MockServer::start(|_| Reply::json(200, json!({"data": {"spaceDelete": false}}))).await?;
+    let err = Client::new(&srv.url(), Some("t".into()))?
+        .space_delete("prod")
+        .await
+        .err();
+    assert!(matches!(err, Some(ClientError::Decode(_))), "{err:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn management_refusals_keep_their_codes() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let (q, _) = operation(r);
+        let (code, message) = if q.contains("spaceCreate") {
+            ("space_exists", "space prod already exists")
+        } else {
+            ("forbidden", "this needs the organization owner role")
+        };
+        Reply::json(
+            200,
+            json!({"data": null, "errors": [{"message": message, "extensions": {"code": code}}]}),
+        )
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+    let err = c
+        .space_create(&SpaceCreate {
+            slug: "prod".into(),
+            ..Default::default()
+        })
+        .await
+        .err();
+    assert_eq!(err.as_ref().and_then(ClientError::code), Some("space_exists"));
+    let err = c
+        .role_grant("prod", &Subject::User("a@b.c".into()), "admin")
+        .await
+        .err();
+    assert_eq!(err.as_ref().and_then(ClientError::code), Some("forbidden"));
+    assert_eq!(
+        err.map(|e| e.to_string()).as_deref(),
+        Some("this needs the organization owner role")
+    );
     Ok(())
 }
