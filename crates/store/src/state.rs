@@ -194,6 +194,9 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
 
     pub async fn lock_state(&self, stack: StackId, l: NewLock, now: DateTime<Utc>) -> Result<LockOutcome> {
         self.ensure_stack(self.db, stack).await?;
+        // The insert runs in a savepoint: on PostgreSQL a failed statement would otherwise
+        // abort the caller's whole transaction, and we still need to read the holder.
+        let sp = self.db.begin().await?;
         let inserted = state_locks::ActiveModel {
             stack_id: Set(stack.to_string()),
             org_id: Set(self.org_s.clone()),
@@ -204,12 +207,16 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             needs_recovery: Set(false),
             created_at: Set(now),
         }
-        .insert(self.db)
+        .insert(&sp)
         .await;
         match inserted {
-            Ok(m) => Ok(LockOutcome::Acquired(m.try_into()?)),
+            Ok(m) => {
+                sp.commit().await?;
+                Ok(LockOutcome::Acquired(m.try_into()?))
+            }
             Err(e) => match StoreError::from(e) {
                 StoreError::Conflict(_) => {
+                    sp.rollback().await?;
                     let held = self
                         .get_state_lock(stack)
                         .await?

@@ -484,31 +484,38 @@ pub async fn create_user(
         return Err(ApiError::BadRequest("a password needs at least 12 characters".into()));
     }
     let now = st.clock.now();
+    // Look up before the transaction: with SQLite the transaction holds the only connection.
+    let existing = match st.store.get_user_by_email(email).await {
+        Ok(u) => {
+            if st.store.scope(p.org).member_role(u.id).await?.is_some() {
+                return Err(ApiError::conflict(
+                    "member_exists",
+                    format!("{email} is already a member"),
+                ));
+            }
+            Some(u)
+        }
+        Err(terraplane_store::StoreError::NotFound(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let hash = match password {
+        Some(pw) if existing.is_none() => Some(
+            tokio::task::spawn_blocking(move || hash_password(&pw))
+                .await
+                .map_err(|e| ApiError::Internal(e.into()))??,
+        ),
+        _ => None,
+    };
     let tx = st.store.begin().await?;
-    let user = match st.store.get_user_by_email(email).await {
-        Ok(u) => u,
-        Err(terraplane_store::StoreError::NotFound(_)) => {
-            let hash = match password {
-                Some(pw) => Some(
-                    tokio::task::spawn_blocking(move || hash_password(&pw))
-                        .await
-                        .map_err(|e| ApiError::Internal(e.into()))??,
-                ),
-                None => None,
-            };
+    let user = match existing {
+        Some(u) => u,
+        None => {
             let name = name.unwrap_or_else(|| email.split('@').next().unwrap_or(email).to_owned());
             tx.create_user(email, &name, hash, false, now)
                 .await
                 .map_err(store_err("user_exists"))?
         }
-        Err(e) => return Err(e.into()),
     };
-    if st.store.scope(p.org).member_role(user.id).await?.is_some() {
-        return Err(ApiError::conflict(
-            "member_exists",
-            format!("{email} is already a member"),
-        ));
-    }
     let role = if owner { "owner" } else { "member" };
     tx.add_member(p.org, user.id, role, now).await?;
     let after = serde_json::json!({ "email": user.email, "role": role });

@@ -99,11 +99,20 @@ pub async fn ensure_isolation_demo(
         Err(StoreError::NotFound(_)) => {
             let password = format!("viewer-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
             let hash = terraplane_api::auth::hash_password(&password).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let viewer = store.create_user(VIEWER_EMAIL, "Viewer", Some(hash), false, now).await?;
+            let viewer = store
+                .create_user(VIEWER_EMAIL, "Viewer", Some(hash), false, now)
+                .await?;
             store.add_member(default_org, viewer.id, "member", now).await?;
             let scope = store.scope(default_org);
             let root = scope.root_space().await?;
-            scope.grant(root.id, terraplane_store::Subject::User(viewer.id), terraplane_domain::Role::Reader, now).await?;
+            scope
+                .grant(
+                    root.id,
+                    terraplane_store::Subject::User(viewer.id),
+                    terraplane_domain::Role::Reader,
+                    now,
+                )
+                .await?;
             Ok(Some(password))
         }
         Err(e) => Err(e.into()),

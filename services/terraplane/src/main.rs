@@ -166,7 +166,10 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
         println!("  API key:        the value of TERRAPLANE_BOOTSTRAP_TOKEN (admin)");
     }
     if let Some(p) = &viewer_password {
-        println!("  reader:         {} / {p} (may only read organization `default`)", demo::VIEWER_EMAIL);
+        println!(
+            "  reader:         {} / {p} (may only read organization `default`)",
+            demo::VIEWER_EMAIL
+        );
     }
     println!("  organizations:  default, and acme (`tpctl login --org acme`): each sees only its own stacks");
     println!("  try:            tpctl run trigger demo --wait");

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apikeys;
+mod audit;
 mod cli;
 mod graphql;
 mod harness;
