@@ -193,6 +193,64 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             .map(|m| m.role))
     }
 
+    async fn owners(&self) -> Result<u64> {
+        Ok(memberships::Entity::find()
+            .filter(memberships::Column::OrgId.eq(self.org_s.clone()))
+            .filter(memberships::Column::Role.eq("owner"))
+            .count(self.db)
+            .await?)
+    }
+
+    /// Makes a member an `owner` or a plain `member`; the last owner stays an owner.
+    pub async fn set_member_role(&self, user: UserId, role: &str) -> Result<()> {
+        let current = self.member_role(user).await?.ok_or(StoreError::NotFound("user"))?;
+        if current == "owner" && role != "owner" && self.owners().await? <= 1 {
+            return Err(StoreError::Conflict(
+                "the last owner of an organization cannot be demoted".into(),
+            ));
+        }
+        memberships::Entity::update_many()
+            .col_expr(
+                memberships::Column::Role,
+                sea_orm::sea_query::Expr::value(role.to_owned()),
+            )
+            .filter(memberships::Column::OrgId.eq(self.org_s.clone()))
+            .filter(memberships::Column::UserId.eq(user.to_string()))
+            .exec(self.db)
+            .await?;
+        Ok(())
+    }
+
+    /// Removes a member with their team memberships and role bindings; never the last owner.
+    pub async fn remove_member(&self, user: UserId) -> Result<()> {
+        let current = self.member_role(user).await?.ok_or(StoreError::NotFound("user"))?;
+        if current == "owner" && self.owners().await? <= 1 {
+            return Err(StoreError::Conflict(
+                "the last owner of an organization cannot be removed".into(),
+            ));
+        }
+        let tx = self.db.begin().await?;
+        let uid = user.to_string();
+        team_members::Entity::delete_many()
+            .filter(team_members::Column::OrgId.eq(self.org_s.clone()))
+            .filter(team_members::Column::UserId.eq(uid.clone()))
+            .exec(&tx)
+            .await?;
+        role_bindings::Entity::delete_many()
+            .filter(role_bindings::Column::OrgId.eq(self.org_s.clone()))
+            .filter(role_bindings::Column::SubjectKind.eq("user"))
+            .filter(role_bindings::Column::SubjectId.eq(uid.clone()))
+            .exec(&tx)
+            .await?;
+        memberships::Entity::delete_many()
+            .filter(memberships::Column::OrgId.eq(self.org_s.clone()))
+            .filter(memberships::Column::UserId.eq(uid))
+            .exec(&tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     // ---- role bindings ----
 
     /// Grants `role` on `space` to `subject`, replacing a previous grant there.

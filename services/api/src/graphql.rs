@@ -1122,6 +1122,26 @@ impl MutationRoot {
         })
     }
 
+    /// Makes a member an owner (`owner: true`) or a plain member (owners only; the last
+    /// owner can't be demoted).
+    async fn member_set_role(&self, ctx: &Context<'_>, email: String, owner: bool) -> async_graphql::Result<Member> {
+        let p = principal(ctx)?;
+        let u = service::set_member_role(state(ctx), p, &email, owner).await?;
+        Ok(Member {
+            id: ID(u.id.to_string()),
+            email: u.email,
+            name: u.name,
+            role: if owner { "owner".into() } else { "member".into() },
+        })
+    }
+
+    /// Removes a member from the organization (owners only; never the last owner).
+    async fn member_remove(&self, ctx: &Context<'_>, email: String) -> async_graphql::Result<bool> {
+        let p = principal(ctx)?;
+        service::remove_member(state(ctx), p, &email).await?;
+        Ok(true)
+    }
+
     /// Creates a space under `parent` (root when absent); needs admin on the parent.
     async fn space_create(
         &self,

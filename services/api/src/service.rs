@@ -526,6 +526,62 @@ pub async fn create_user(
     Ok(user)
 }
 
+async fn member(st: &AppState, p: &Principal, email: &str) -> ApiResult<User> {
+    let user = st
+        .store
+        .get_user_by_email(email)
+        .await
+        .map_err(|_| ApiError::NotFound("user"))?;
+    st.store
+        .scope(p.org)
+        .member_role(user.id)
+        .await?
+        .ok_or(ApiError::NotFound("user"))?;
+    Ok(user)
+}
+
+/// Makes a member an owner or a plain member (owners); the last owner stays.
+pub async fn set_member_role(st: &AppState, p: &Principal, email: &str, owner: bool) -> ApiResult<User> {
+    p.require_owner()?;
+    let user = member(st, p, email).await?;
+    let before = st.store.scope(p.org).member_role(user.id).await?;
+    let role = if owner { "owner" } else { "member" };
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    tx.scope(p.org)
+        .set_member_role(user.id, role)
+        .await
+        .map_err(store_err("last_owner"))?;
+    let e = event(
+        p,
+        "member.role",
+        "user",
+        email,
+        Some(serde_json::json!({ "role": before })),
+        Some(serde_json::json!({ "role": role })),
+    );
+    tx.scope(p.org).append_audit(e, now).await?;
+    tx.commit().await?;
+    Ok(user)
+}
+
+/// Removes a member (owners); never the last owner.
+pub async fn remove_member(st: &AppState, p: &Principal, email: &str) -> ApiResult<()> {
+    p.require_owner()?;
+    let user = member(st, p, email).await?;
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    tx.scope(p.org)
+        .remove_member(user.id)
+        .await
+        .map_err(store_err("last_owner"))?;
+    tx.scope(p.org)
+        .append_audit(event(p, "member.remove", "user", email, None, None), now)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 pub async fn list_users(st: &AppState, p: &Principal) -> ApiResult<Vec<(User, String)>> {
     p.require_member()?;
     Ok(st.store.list_members(p.org).await?)

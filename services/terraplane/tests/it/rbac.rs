@@ -423,3 +423,81 @@ async fn login_admin(app: &TestApp) -> Client {
         .unwrap();
     app.client.with_token(Some(r.token))
 }
+
+async fn members(app: TestApp) {
+    let c = &app.client;
+    let add = "mutation($e: String!) { userCreate(email: $e, password: \"a-long-password-1\") { email role } }";
+    gql(c, add, json!({"e": "bob@example.com"})).await.unwrap();
+    gql(c, "mutation { spaceCreate(slug: \"dev\") { id } }", json!({}))
+        .await
+        .unwrap();
+    gql(
+        c,
+        "mutation { roleGrant(space: \"dev\", subject: {user: \"bob@example.com\"}, role: \"writer\") { role } }",
+        json!({}),
+    )
+    .await
+    .unwrap();
+    // The admin is the only owner: demoting or removing them is refused.
+    let set = "mutation($e: String!, $o: Boolean!) { memberSetRole(email: $e, owner: $o) { role } }";
+    let r = gql(c, set, json!({"e": "admin@terraplane.local", "o": false}))
+        .await
+        .unwrap_err();
+    assert_eq!(r.code(), Some("last_owner"), "{r}");
+    let r = gql(
+        c,
+        "mutation { memberRemove(email: \"admin@terraplane.local\") }",
+        json!({}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(r.code(), Some("last_owner"), "{r}");
+    // With a second owner, the first may step down.
+    assert_eq!(
+        gql(c, set, json!({"e": "bob@example.com", "o": true})).await.unwrap()["memberSetRole"]["role"],
+        "owner"
+    );
+    gql(c, set, json!({"e": "admin@terraplane.local", "o": false}))
+        .await
+        .unwrap();
+    let users = gql(c, "{ users { email role } }", json!({})).await.unwrap();
+    let mut users = users["users"].as_array().unwrap().clone();
+    users.sort_by_key(|u| u["email"].as_str().unwrap().to_owned());
+    assert_eq!(
+        users,
+        [
+            json!({"email": "admin@terraplane.local", "role": "member"}),
+            json!({"email": "bob@example.com", "role": "owner"})
+        ]
+    );
+    // Removing bob (now an owner, not the last) drops his bindings; his session dies.
+    let login = c
+        .with_token(None)
+        .login("bob@example.com", "a-long-password-1", None)
+        .await
+        .unwrap();
+    let bob = c.with_token(Some(login.token));
+    assert!(bob.stacks().await.is_ok());
+    gql(&bob, set, json!({"e": "admin@terraplane.local", "o": true}))
+        .await
+        .unwrap();
+    gql(c, "mutation { memberRemove(email: \"bob@example.com\") }", json!({}))
+        .await
+        .unwrap();
+    assert!(bob.stacks().await.unwrap_err().is_unauthenticated());
+    let bindings = gql(c, "{ roleBindings { subject } }", json!({})).await.unwrap();
+    assert_eq!(bindings["roleBindings"], json!([]));
+    let r = gql(c, "mutation { memberRemove(email: \"bob@example.com\") }", json!({}))
+        .await
+        .unwrap_err();
+    assert!(r.is_not_found(), "{r}");
+    app.teardown().await;
+}
+both_backends!(
+    membership,
+    Options {
+        runners: 0,
+        ..Options::default()
+    },
+    members
+);
