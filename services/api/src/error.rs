@@ -23,6 +23,8 @@ pub enum ApiError {
     TooLarge(String),
     #[error("{0}")]
     Unavailable(String),
+    #[error("too many failed attempts; try again in {0} s")]
+    TooManyAttempts(i64),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -44,6 +46,7 @@ impl ApiError {
             ApiError::Conflict { code, .. } => code,
             ApiError::TooLarge(_) => "payload_too_large",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::TooManyAttempts(_) => "rate_limited",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -57,6 +60,7 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::TooManyAttempts(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

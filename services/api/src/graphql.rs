@@ -942,11 +942,17 @@ impl MutationRoot {
     ) -> async_graphql::Result<LoginResult> {
         let st = state(ctx);
         let refused = || ApiError::Unauthenticated("invalid email or password".into());
+        let meta = ctx.data::<crate::auth::RequestMeta>().cloned().unwrap_or_default();
+        let ip = meta.client_ip.as_deref();
+        if let Err(wait) = st.logins.check(&email, ip, st.clock.now()) {
+            return Err(ApiError::TooManyAttempts(wait).into());
+        }
         let user = match st.store.get_user_by_email(&email).await {
             Ok(u) => u,
             Err(terraplane_store::StoreError::NotFound(_)) => {
                 // Same work as a real check, so timing doesn't reveal which emails exist.
                 let _ = tokio::task::spawn_blocking(move || verify_password(&password, crate::DUMMY_HASH)).await;
+                st.logins.failed(&email, ip, st.clock.now());
                 return Err(refused().into());
             }
             Err(e) => return Err(ApiError::from(e).into()),
@@ -961,7 +967,6 @@ impl MutationRoot {
             None => memberships.into_iter().next().map(|(o, _)| o),
         };
         // Logins are audited in the organization they were for (a known user's).
-        let meta = ctx.data::<crate::auth::RequestMeta>().cloned().unwrap_or_default();
         let audit = |action: &str| terraplane_store::NewAuditEvent {
             actor: user.email.clone(),
             action: action.into(),
@@ -974,6 +979,7 @@ impl MutationRoot {
         let now = st.clock.now();
         if !ok {
             tracing::info!("login refused");
+            st.logins.failed(&email, ip, now);
             if let Some(org) = &org {
                 st.store
                     .scope(org.id)
@@ -984,6 +990,7 @@ impl MutationRoot {
             return Err(refused().into());
         }
         let org = org.ok_or_else(|| ApiError::Forbidden("you are not a member of that organization".into()))?;
+        st.logins.succeeded(&email, ip);
         let (token, expires_at) = st.auth.issue_session(user.id, org.id, now)?;
         st.store
             .scope(org.id)

@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod bus;
 pub mod error;
 pub mod graphql;
+pub mod limiter;
 pub mod runner_api;
 pub mod service;
 pub mod state_backend;
@@ -45,6 +46,7 @@ pub struct AppState {
     /// Publishes runs as soon as they become ready, without waiting for the scheduler's
     /// next tick (the scheduler would do it too; claims dedupe).
     pub dispatcher: Scheduler,
+    pub logins: limiter::LoginLimiter,
 }
 
 impl AppState {
@@ -106,6 +108,7 @@ pub async fn start(
         bus: Bus::default(),
         public_url,
         dispatcher,
+        logins: limiter::LoginLimiter::default(),
     });
     let app = Application::build(state.clone(), listener)?;
     let port = app.port();

@@ -213,5 +213,24 @@ async fn health_and_error_codes() {
     let b: serde_json::Value = login("ghost@terraplane.local").await.unwrap().json().await.unwrap();
     assert_eq!(a["errors"][0]["message"], b["errors"][0]["message"]);
     assert_eq!(a["errors"][0]["extensions"]["code"], "unauthenticated");
+    // Repeated failures throttle that email from this address, even with the right password.
+    for _ in 0..4 {
+        login("admin@terraplane.local").await.unwrap();
+    }
+    let q = r#"mutation { login(email: "admin@terraplane.local", password: "admin-password") { token } }"#;
+    let r: serde_json::Value = http
+        .post(format!("{}/graphql", app.base))
+        .json(&serde_json::json!({"query": q}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["errors"][0]["extensions"]["code"], "rate_limited", "{r}");
+    assert!(
+        r["errors"][0]["message"].as_str().unwrap().contains("try again in"),
+        "{r}"
+    );
     app.teardown().await;
 }
