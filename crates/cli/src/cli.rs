@@ -4,6 +4,8 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::time::{TIME_HELP, TimeArg};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "tpctl",
@@ -60,7 +62,7 @@ pub enum Command {
     /// Manage spaces, the tree stacks live in and roles are granted on
     #[command(subcommand)]
     Space(SpaceCommand),
-    /// Add and list the organization's members
+    /// Manage the organization's members and their roles
     #[command(subcommand)]
     User(UserCommand),
     /// Manage teams
@@ -72,6 +74,9 @@ pub enum Command {
     /// Create, list and revoke API keys
     #[command(subcommand, name = "apikey", alias = "api-key")]
     ApiKey(ApiKeyCommand),
+    /// Read and verify the organization's audit trail (owners)
+    #[command(subcommand)]
+    Audit(AuditCommand),
 }
 
 #[derive(Debug, Args)]
@@ -286,6 +291,32 @@ pub enum UserCommand {
     Create(UserCreateArgs),
     /// List the organization's members
     List,
+    /// Make a member an owner of the organization, or an owner a plain member (owners; the
+    /// last owner cannot be demoted)
+    SetRole {
+        #[arg(value_name = "EMAIL")]
+        email: String,
+        #[command(flatten)]
+        role: MemberRoleArgs,
+    },
+    /// Remove a member from the organization with their team memberships, role bindings and
+    /// sessions (owners; the last owner cannot be removed)
+    Remove {
+        #[arg(value_name = "EMAIL")]
+        email: String,
+    },
+}
+
+/// Exactly one organization role.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct MemberRoleArgs {
+    /// Make the user an owner of the organization
+    #[arg(long)]
+    pub owner: bool,
+    /// Make the user a plain member (their space roles stay)
+    #[arg(long)]
+    pub member: bool,
 }
 
 #[derive(Debug, Args)]
@@ -407,6 +438,38 @@ pub struct ApiKeyCreateArgs {
     /// Days until the key expires [default: the server's]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
     pub expires_in_days: Option<i32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// List audit events, newest first
+    #[command(after_help = TIME_HELP)]
+    List(AuditListArgs),
+    /// Recompute the audit trail's hash chain: exit 0 when it is intact, 1 when an event
+    /// was altered or removed
+    Verify,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditListArgs {
+    /// Only events by this actor (e.g. a user's email)
+    #[arg(long, value_name = "ACTOR")]
+    pub actor: Option<String>,
+    /// Only this action (e.g. stack.create, role.grant, login.failure)
+    #[arg(long, value_name = "ACTION")]
+    pub action: Option<String>,
+    /// Only events on this target (e.g. a stack's slug, a user's email)
+    #[arg(long, value_name = "TARGET")]
+    pub target: Option<String>,
+    /// Only events at or after TIME: RFC 3339 (2026-11-30T10:00:00Z) or that long ago (30m, 1h, 7d)
+    #[arg(long, value_name = "TIME", value_parser = TimeArg::parse)]
+    pub since: Option<TimeArg>,
+    /// Only events before TIME: RFC 3339 (2026-11-30T10:00:00Z) or that long ago (30m, 1h, 7d)
+    #[arg(long, value_name = "TIME", value_parser = TimeArg::parse)]
+    pub until: Option<TimeArg>,
+    /// At most N events, the newest (1-1000) [default: the server's, 100]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -992,6 +1055,138 @@ mod tests {
             usage_error(&["apikey", "revoke"]),
             Some(ErrorKind::MissingRequiredArgument)
         );
+        Ok(())
+    }
+
+    #[test]
+    fn user_set_role_and_remove() -> TestResult {
+        let Command::User(UserCommand::SetRole { email, role }) =
+            parse(&["user", "set-role", "bob@example.com", "--owner"])?.command
+        else {
+            panic!("not user set-role")
+        };
+        assert_eq!(email, "bob@example.com");
+        assert!(role.owner && !role.member);
+        let Command::User(UserCommand::SetRole { role, .. }) =
+            parse(&["user", "set-role", "--member", "bob@example.com"])?.command
+        else {
+            panic!("not user set-role")
+        };
+        assert!(role.member && !role.owner);
+        assert!(matches!(
+            parse(&["user", "remove", "bob@example.com"])?.command,
+            Command::User(UserCommand::Remove { email }) if email == "bob@example.com"
+        ));
+
+        assert_eq!(
+            usage_error(&["user", "set-role", "bob@example.com"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["user", "set-role", "bob@example.com", "--owner", "--member"]),
+            Some(ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(
+            usage_error(&["user", "set-role", "--owner"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["user", "remove"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn audit_list_filters_and_times() -> Result<(), Box<dyn std::error::Error>> {
+        let Command::Audit(AuditCommand::List(a)) = parse(&["audit", "list"])?.command else {
+            panic!("not audit list")
+        };
+        assert!(a.actor.is_none() && a.action.is_none() && a.target.is_none());
+        assert!(a.since.is_none() && a.until.is_none() && a.limit.is_none());
+
+        let Command::Audit(AuditCommand::List(a)) = parse(&[
+            "audit",
+            "list",
+            "--actor",
+            "ada@example.com",
+            "--action",
+            "stack.create",
+            "--target",
+            "net",
+            "--since",
+            "2026-11-30T10:00:00Z",
+            "--until",
+            "1h",
+            "--limit",
+            "1000",
+        ])?
+        .command
+        else {
+            panic!("not audit list")
+        };
+        assert_eq!(a.actor.as_deref(), Some("ada@example.com"));
+        assert_eq!(a.action.as_deref(), Some("stack.create"));
+        assert_eq!(a.target.as_deref(), Some("net"));
+        assert_eq!(a.since, Some(TimeArg::At("2026-11-30T10:00:00Z".parse()?)));
+        assert_eq!(a.until, Some(TimeArg::Ago(chrono::TimeDelta::hours(1))));
+        assert_eq!(a.limit, Some(1000));
+
+        assert!(matches!(
+            parse(&["audit", "verify"])?.command,
+            Command::Audit(AuditCommand::Verify)
+        ));
+        for limit in ["0", "1001", "ten"] {
+            assert_eq!(
+                usage_error(&["audit", "list", "--limit", limit]),
+                Some(ErrorKind::ValueValidation),
+                "{limit}"
+            );
+        }
+        assert_eq!(
+            usage_error(&["audit", "verify", "--since", "1h"]),
+            Some(ErrorKind::UnknownArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn bad_audit_times_are_usage_errors_that_say_what_a_time_is() -> Result<(), Box<dyn std::error::Error>> {
+        for (flag, value, says) in [
+            (
+                "--since",
+                "yesterday",
+                "\"yesterday\" is not a time: expected an RFC 3339 time like",
+            ),
+            (
+                "--since",
+                "2026-11-30",
+                "a time needs a date, a time of day and an offset",
+            ),
+            ("--until", "3x", "unknown unit 'x'; use s, m, h, d or w"),
+            ("--since", "15", "\"15\" has no unit"),
+        ] {
+            let e = parse(&["audit", "list", flag, value]).err().ok_or("accepted")?;
+            assert_eq!(e.kind(), ErrorKind::ValueValidation, "{value}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("invalid value '{value}' for '{flag} <TIME>'")),
+                "{msg}"
+            );
+            assert!(msg.contains(says), "{msg}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn audit_list_help_explains_times() -> Result<(), Box<dyn std::error::Error>> {
+        let e = parse(&["audit", "list", "--help"]).err().ok_or("no help")?;
+        assert_eq!(e.kind(), ErrorKind::DisplayHelp);
+        let help = e.to_string();
+        assert!(help.contains("--since <TIME>"), "{help}");
+        assert!(help.contains("RFC 3339"), "{help}");
+        assert!(help.contains("duration meaning that long ago"), "{help}");
+        assert!(help.contains("7d"), "{help}");
         Ok(())
     }
 

@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 pub mod config;
 pub mod output;
+pub mod time;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -15,9 +16,9 @@ use clap::Parser;
 use terraplane_client::ClientError;
 
 pub use cli::{
-    ApiKeyCommand, ApiKeyCreateArgs, ApiKeyKindArg, Cli, Command, KeyRole, LoginArgs, OrgCommand, OutputFormat,
-    RoleCommand, RunCommand, SpaceCommand, SpaceCreateArgs, SpaceRole, StackCommand, StackCreateArgs, StateCommand,
-    SubjectArgs, TeamCommand, UserCommand, UserCreateArgs,
+    ApiKeyCommand, ApiKeyCreateArgs, ApiKeyKindArg, AuditCommand, AuditListArgs, Cli, Command, KeyRole, LoginArgs,
+    MemberRoleArgs, OrgCommand, OutputFormat, RoleCommand, RunCommand, SpaceCommand, SpaceCreateArgs, SpaceRole,
+    StackCommand, StackCreateArgs, StateCommand, SubjectArgs, TeamCommand, UserCommand, UserCreateArgs,
 };
 pub use config::EnvLookup;
 

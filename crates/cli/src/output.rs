@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use terraplane_client::{
-    ApiKey, ApiKeyCreated, Member, Organization, RoleBinding, Run, RunEvent, Space, Stack, StateLockInfo, StateVersion,
-    Team, Viewer,
+    ApiKey, ApiKeyCreated, AuditEvent, AuditVerification, Member, Organization, RoleBinding, Run, RunEvent, Space,
+    Stack, StateLockInfo, StateVersion, Team, Viewer,
 };
 
 /// Columns separated by three spaces, each as wide as its widest cell; the last column is
@@ -425,6 +425,59 @@ pub fn api_key_created(c: &ApiKeyCreated, now: DateTime<Utc>) -> String {
     )
 }
 
+/// A member's new organization role, as `user set-role` reports it.
+pub fn member_role(m: &Member) -> String {
+    match m.role.as_str() {
+        "owner" => format!("{} is now an owner of the organization\n", m.email),
+        "member" => format!("{} is now a member of the organization\n", m.email),
+        role => format!("{} now has the role {role} in the organization\n", m.email),
+    }
+}
+
+/// The audit trail: `TARGET` is `kind:target` (`stack:net`, `user:bob@example.com`).
+pub fn audit_events_table(events: &[AuditEvent]) -> String {
+    let mut t = Table::new(["SEQ", "TIME", "ACTOR", "ACTION", "TARGET", "IP"]);
+    for e in events {
+        let target = if e.target_kind.is_empty() {
+            or_dash(Some(&e.target))
+        } else {
+            format!("{}:{}", e.target_kind, e.target)
+        };
+        t.row([
+            e.seq.to_string(),
+            time(&e.at),
+            or_dash(Some(&e.actor)),
+            e.action.clone(),
+            target,
+            or_dash(e.client_ip.as_deref()),
+        ]);
+    }
+    t.render()
+}
+
+fn plural(n: i64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// An intact chain.
+pub fn audit_intact(v: &AuditVerification) -> String {
+    format!("audit chain intact: {}\n", plural(v.events, "event", "events"))
+}
+
+/// What is wrong with a broken chain, in the server's words when it gave some.
+pub fn audit_problem(v: &AuditVerification) -> String {
+    let problem = match (&v.problem, v.seq, &v.event_id) {
+        (Some(p), _, _) if !p.is_empty() => p.clone(),
+        (_, Some(seq), Some(id)) => format!("event {seq} ({id}) was altered or removed"),
+        (_, Some(seq), None) => format!("event {seq} was altered or removed"),
+        _ => format!(
+            "the first problem follows {}",
+            plural(v.events, "intact event", "intact events")
+        ),
+    };
+    format!("audit chain broken: {problem}")
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
@@ -643,6 +696,69 @@ k3   key k3   service    reader   -                 revoked   -                 
         assert_eq!(out.matches("tpk_0123456789").count(), 1);
     }
 
+    fn an_event(seq: i64, actor: &str, action: &str, kind: &str, target: &str, ip: Option<&str>) -> AuditEvent {
+        AuditEvent {
+            id: format!("ev-{seq}"),
+            seq,
+            actor: actor.into(),
+            action: action.into(),
+            target_kind: kind.into(),
+            target: target.into(),
+            before: None,
+            after: None,
+            request_id: None,
+            client_ip: ip.map(str::to_owned),
+            at: at(seq as u32),
+            hash: String::new(),
+            prev_hash: String::new(),
+        }
+    }
+
+    #[test]
+    fn audit_table_shows_kind_and_target_and_dashes_for_no_ip() {
+        let events = [
+            an_event(12, "ada@example.com", "role.grant", "space", "prod", Some("10.0.0.7")),
+            an_event(9, "bob@example.com", "login.failure", "", "", None),
+        ];
+        let expected = "\
+SEQ   TIME                  ACTOR             ACTION          TARGET       IP
+12    2026-03-01 12:00:12   ada@example.com   role.grant      space:prod   10.0.0.7
+9     2026-03-01 12:00:09   bob@example.com   login.failure   -            -
+";
+        assert_eq!(audit_events_table(&events), expected);
+    }
+
+    #[test]
+    fn audit_verification_texts() {
+        let v = |ok, events, problem: Option<&str>, seq, id: Option<&str>| AuditVerification {
+            ok,
+            events,
+            problem: problem.map(str::to_owned),
+            seq,
+            event_id: id.map(str::to_owned),
+        };
+        assert_eq!(
+            audit_intact(&v(true, 14, None, None, None)),
+            "audit chain intact: 14 events\n"
+        );
+        assert_eq!(
+            audit_intact(&v(true, 1, None, None, None)),
+            "audit chain intact: 1 event\n"
+        );
+        assert_eq!(
+            audit_problem(&v(false, 6, Some("event 7 (ev-7) was altered"), Some(7), Some("ev-7"))),
+            "audit chain broken: event 7 (ev-7) was altered"
+        );
+        assert_eq!(
+            audit_problem(&v(false, 6, None, Some(7), None)),
+            "audit chain broken: event 7 was altered or removed"
+        );
+        assert_eq!(
+            audit_problem(&v(false, 0, None, None, None)),
+            "audit chain broken: the first problem follows 0 intact events"
+        );
+    }
+
     #[test]
     fn membership_tables() {
         let members = [Member {
@@ -654,6 +770,10 @@ k3   key k3   service    reader   -                 revoked   -                 
         assert_eq!(
             members_table(&members),
             "EMAIL             NAME   ROLE    ID\nada@example.com   -      owner   u1\n"
+        );
+        assert_eq!(
+            member_role(&members[0]),
+            "ada@example.com is now an owner of the organization\n"
         );
         let teams = [
             Team {

@@ -72,6 +72,11 @@ macro_rules! role_binding_fields {
         "space subjectKind subject role createdAt"
     };
 }
+macro_rules! audit_event_fields {
+    () => {
+        "id seq actor action targetKind target before after requestId clientIp at hash prevHash"
+    };
+}
 macro_rules! api_key_fields {
     () => {
         "id name kind role owner createdAt expiresAt lastUsedAt revokedAt"
@@ -488,6 +493,26 @@ impl Client {
         self.field(Q, json!(input), "userCreate").await
     }
 
+    /// Makes a member an owner of the organization (`owner`) or a plain member (owners).
+    /// Demoting the last owner is refused with `last_owner`.
+    pub async fn member_set_role(&self, email: &str, owner: bool) -> Result<Member> {
+        const Q: &str = concat!(
+            "mutation($email: String!, $owner: Boolean!) { memberSetRole(email: $email, owner: $owner) { ",
+            member_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "email": email, "owner": owner }), "memberSetRole")
+            .await
+    }
+
+    /// Removes a member from the organization with their team memberships, role bindings
+    /// and sessions (owners). Removing the last owner is refused with `last_owner`.
+    pub async fn member_remove(&self, email: &str) -> Result<()> {
+        const Q: &str = "mutation($email: String!) { memberRemove(email: $email) }";
+        let done: bool = self.field(Q, json!({ "email": email }), "memberRemove").await?;
+        confirmed(done, "memberRemove")
+    }
+
     /// Role bindings on the spaces the caller administers.
     pub async fn role_bindings(&self) -> Result<Vec<RoleBinding>> {
         const Q: &str = concat!("query { roleBindings { ", role_binding_fields!(), " } }");
@@ -547,6 +572,28 @@ impl Client {
             " } }"
         );
         self.field(Q, json!({ "id": id }), "apiKeyRevoke").await
+    }
+
+    /// The organization's audit trail matching `q`, newest first (owners; others get
+    /// `forbidden`).
+    pub async fn audit_events(&self, q: &AuditQuery) -> Result<Vec<AuditEvent>> {
+        // `limit` is `Int! = 100` in the schema: a nullable variable needs a default of its
+        // own to go there, and an unset limit is left out of the variables.
+        const Q: &str = concat!(
+            "query($actor: String, $action: String, $target: String, $since: DateTime, $until: DateTime, ",
+            "$limit: Int = 100) { ",
+            "auditEvents(actor: $actor, action: $action, target: $target, since: $since, until: $until, limit: $limit) { ",
+            audit_event_fields!(),
+            " } }"
+        );
+        self.field(Q, json!(q), "auditEvents").await
+    }
+
+    /// Recomputes the audit chain (owners). A broken chain is an `Ok` answer with
+    /// `ok: false` naming the first event altered or removed.
+    pub async fn audit_verify(&self) -> Result<AuditVerification> {
+        const Q: &str = "query { auditVerify { ok events problem seq eventId } }";
+        self.field(Q, json!({}), "auditVerify").await
     }
 
     /// The raw Terraform state of a stack (the current version, or the one with `serial`);
@@ -766,6 +813,24 @@ mod tests {
         assert!(!key(json!("2026-01-15T00:00:00Z"), Value::Null)?.is_active(now));
         assert!(!key(Value::Null, json!("2026-01-20T00:00:00Z"))?.is_active(now));
         assert_eq!(key(Value::Null, Value::Null)?.kind, ApiKeyKind::Other("robot".into()));
+        Ok(())
+    }
+
+    #[test]
+    fn audit_query_sends_times_as_rfc3339_and_omits_unset_filters() -> Result<(), Box<dyn std::error::Error>> {
+        assert_eq!(serde_json::to_value(AuditQuery::default())?, json!({}));
+        let q = AuditQuery {
+            actor: Some("ada@example.com".into()),
+            since: Some("2026-11-30T11:00:00+01:00".parse()?),
+            until: Some("2026-11-30T12:00:00.250Z".parse()?),
+            limit: Some(5),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&q)?,
+            json!({"actor": "ada@example.com", "since": "2026-11-30T10:00:00Z",
+                   "until": "2026-11-30T12:00:00.250Z", "limit": 5})
+        );
         Ok(())
     }
 

@@ -563,3 +563,68 @@ impl fmt::Debug for ApiKeyCreated {
             .finish()
     }
 }
+
+/// `auditEvents` filters; `None` fields don't filter (and `limit` takes the server's
+/// default, 100; the server allows at most 1000).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditQuery {
+    /// Only events by this actor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// Only this action (`stack.create`, `login.failure`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// Only events on this target (a stack's slug, a user's email, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Only events at or after this time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
+    /// Only events before this time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
+    /// At most this many events, the newest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// One entry of the organization's audit trail. Each event's `hash` covers its content
+/// and the previous event's hash (`prev_hash`), so altering or removing one breaks the
+/// chain ([`crate::Client::audit_verify`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    pub id: String,
+    /// Position in the organization's chain, from 1.
+    pub seq: i64,
+    pub actor: String,
+    /// `stack.create`, `role.grant`, `login.failure`, …
+    pub action: String,
+    /// `stack`, `user`, `space`, …
+    pub target_kind: String,
+    pub target: String,
+    /// The target before and after the change, where it applies.
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
+    pub request_id: Option<String>,
+    pub client_ip: Option<String>,
+    pub at: DateTime<Utc>,
+    pub hash: String,
+    pub prev_hash: String,
+}
+
+/// The outcome of recomputing the audit chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditVerification {
+    pub ok: bool,
+    /// Events verified before the first problem (all of them when `ok`).
+    pub events: i64,
+    /// What is wrong (`event 7 (…) was altered`, `event 7 was removed`); `None` when `ok`.
+    pub problem: Option<String>,
+    /// The first event altered or removed.
+    pub seq: Option<i64>,
+    /// The id of the altered event (a removed one has none).
+    pub event_id: Option<String>,
+}

@@ -2,6 +2,7 @@
 //! as a table or as JSON. Long-running commands (`--wait`, `--follow`) live in `run`.
 
 mod apikey;
+mod audit;
 mod login;
 mod org;
 mod role;
@@ -63,6 +64,7 @@ pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
         Command::Team(c) => app.team(c).await,
         Command::Role(c) => app.role(c).await,
         Command::ApiKey(c) => app.api_key(c).await,
+        Command::Audit(c) => app.audit(c).await,
     }
 }
 

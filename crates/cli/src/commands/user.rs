@@ -1,6 +1,7 @@
 //! `tpctl user …`: the organization's members.
 
 use anyhow::{Result, bail};
+use serde_json::json;
 use terraplane_client::UserCreate;
 
 use super::App;
@@ -36,6 +37,17 @@ impl App<'_, '_> {
                     return self.remark("No members.\n");
                 }
                 self.show(&users, |u| output::members_table(u))
+            }
+            UserCommand::SetRole { email, role } => {
+                // clap's group lets exactly one of --owner and --member through.
+                let m = self.client.member_set_role(&email, role.owner).await?;
+                self.show(&m, output::member_role)
+            }
+            UserCommand::Remove { email } => {
+                self.client.member_remove(&email).await?;
+                self.show(&json!({ "email": email, "removed": true }), |_| {
+                    format!("Removed {email} from the organization\n")
+                })
             }
         }
     }

@@ -517,6 +517,9 @@ fn org_answer(field: &str, vars: &Value) -> Value {
         "apiKeyCreate" => json!({"secret": "tpk_SECRET_0123456789",
                                  "key": key_json("k9", vars["kind"].as_str().unwrap_or("personal"), "", false)}),
         "apiKeyRevoke" => key_json("k1", "personal", "owner", true),
+        "memberSetRole" => json!({"id": "u2", "email": vars["email"], "name": "Bob",
+                                  "role": if vars["owner"] == true { "owner" } else { "member" }}),
+        "memberRemove" => json!(true),
         _ => Value::Null,
     }
 }
@@ -907,6 +910,7 @@ async fn empty_management_lists_say_so() -> TestResult {
         (["team", "list"], "No teams.\n"),
         (["role", "list"], "No role bindings.\n"),
         (["apikey", "list"], "No API keys.\n"),
+        (["audit", "list"], "No audit events.\n"),
     ] {
         let o = tpctl(&env, &args).await?;
         o.result?;
@@ -1121,5 +1125,361 @@ async fn the_binary_prints_refusals_as_errors_and_exits_1() -> TestResult {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
     assert_eq!(srv.requests().len(), 1);
+    Ok(())
+}
+
+// Membership and the audit trail.
+
+#[tokio::test]
+async fn user_set_role_and_remove() -> TestResult {
+    let srv = org_server().await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(&env, &["user", "set-role", "bob@example.com", "--owner"]).await?;
+    o.result?;
+    assert_eq!(o.out, "bob@example.com is now an owner of the organization\n");
+    let o = tpctl(&env, &["user", "set-role", "bob@example.com", "--member"]).await?;
+    o.result?;
+    assert_eq!(o.out, "bob@example.com is now a member of the organization\n");
+    let o = tpctl(&env, &["-o", "json", "user", "set-role", "bob@example.com", "--member"]).await?;
+    o.result?;
+    assert_eq!(
+        serde_json::from_str::<Value>(&o.out)?,
+        json!({"id": "u2", "email": "bob@example.com", "name": "Bob", "role": "member"})
+    );
+    let o = tpctl(&env, &["user", "remove", "bob@example.com"]).await?;
+    o.result?;
+    assert_eq!(o.out, "Removed bob@example.com from the organization\n");
+    let o = tpctl(&env, &["user", "remove", "bob@example.com", "-o", "json"]).await?;
+    o.result?;
+    assert_eq!(
+        serde_json::from_str::<Value>(&o.out)?,
+        json!({"email": "bob@example.com", "removed": true})
+    );
+
+    let reqs = srv.requests();
+    assert!(query(&reqs[0]).contains("memberSetRole(email: $email, owner: $owner)"));
+    assert!(query(&reqs[3]).contains("memberRemove(email: $email)"));
+    let ops = operations(&srv);
+    assert_eq!(
+        ops,
+        [
+            (
+                "memberSetRole".to_owned(),
+                json!({"email": "bob@example.com", "owner": true})
+            ),
+            (
+                "memberSetRole".to_owned(),
+                json!({"email": "bob@example.com", "owner": false})
+            ),
+            (
+                "memberSetRole".to_owned(),
+                json!({"email": "bob@example.com", "owner": false})
+            ),
+            ("memberRemove".to_owned(), json!({"email": "bob@example.com"})),
+            ("memberRemove".to_owned(), json!({"email": "bob@example.com"})),
+        ]
+    );
+    Ok(())
+}
+
+fn audit_event_json(seq: i64, actor: &str, action: &str, kind: &str, target: &str, ip: Option<&str>) -> Value {
+    json!({"id": format!("ev-{seq}"), "seq": seq, "actor": actor, "action": action, "targetKind": kind,
+           "target": target, "before": if action == "stack.unlock" { json!({"locked_by": actor}) } else { Value::Null },
+           "after": null, "requestId": format!("req-{seq}"), "clientIp": ip,
+           "at": format!("2026-11-30T10:0{seq}:00Z"), "hash": format!("h{seq}"), "prevHash": format!("h{}", seq - 1)})
+}
+
+/// Two events whatever the filters; `auditVerify` answers as `verify` says.
+async fn audit_server(verify: Value) -> std::io::Result<MockServer> {
+    MockServer::start(move |r| match root_field(&query(r)).as_str() {
+        "auditEvents" => data(json!({"auditEvents": [
+            audit_event_json(8, "ada@example.com", "stack.unlock", "stack", "net", Some("10.0.0.7")),
+            audit_event_json(7, "bob@example.com", "login.failure", "user", "bob@example.com", None),
+        ]})),
+        "auditVerify" => data(json!({ "auditVerify": verify.clone() })),
+        f => Reply::json(200, json!({"errors": [{"message": format!("unexpected {f}")}]})),
+    })
+    .await
+}
+
+fn intact() -> Value {
+    json!({"ok": true, "events": 14, "problem": null, "seq": null, "eventId": null})
+}
+
+fn altered() -> Value {
+    json!({"ok": false, "events": 6, "problem": "event 7 (ev-7) was altered", "seq": 7, "eventId": "ev-7"})
+}
+
+#[tokio::test]
+async fn audit_list_prints_a_table_or_the_events() -> TestResult {
+    let srv = audit_server(intact()).await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(&env, &["audit", "list"]).await?;
+    o.result?;
+    assert_eq!(
+        o.out,
+        "\
+SEQ   TIME                  ACTOR             ACTION          TARGET                 IP
+8     2026-11-30 10:08:00   ada@example.com   stack.unlock    stack:net              10.0.0.7
+7     2026-11-30 10:07:00   bob@example.com   login.failure   user:bob@example.com   -
+"
+    );
+    assert_eq!(o.err, "");
+    // No filter given, none sent: the server's defaults apply.
+    assert_eq!(operations(&srv)[0].1, json!({}));
+
+    let o = tpctl(&env, &["audit", "list", "-o", "json"]).await?;
+    o.result?;
+    let v: Value = serde_json::from_str(&o.out)?;
+    assert_eq!(
+        v[0],
+        audit_event_json(8, "ada@example.com", "stack.unlock", "stack", "net", Some("10.0.0.7"))
+    );
+    assert_eq!(v[0]["before"], json!({"locked_by": "ada@example.com"}));
+    assert_eq!(v.as_array().map(Vec::len), Some(2));
+    Ok(())
+}
+
+#[tokio::test]
+async fn audit_list_sends_filters_and_rfc3339_times() -> TestResult {
+    let srv = audit_server(intact()).await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(
+        &env,
+        &[
+            "audit",
+            "list",
+            "--actor",
+            "ada@example.com",
+            "--action",
+            "stack.unlock",
+            "--target",
+            "net",
+            "--since",
+            "2026-11-30T10:00:00Z",
+            "--until",
+            "2026-11-30T12:30:00+02:00",
+            "--limit",
+            "5",
+        ],
+    )
+    .await?;
+    o.result?;
+    assert!(
+        query(&srv.requests()[0]).contains(
+            "auditEvents(actor: $actor, action: $action, target: $target, since: $since, until: $until, limit: $limit)"
+        ),
+        "{}",
+        query(&srv.requests()[0])
+    );
+    assert_eq!(
+        operations(&srv)[0].1,
+        json!({"actor": "ada@example.com", "action": "stack.unlock", "target": "net",
+               "since": "2026-11-30T10:00:00Z", "until": "2026-11-30T10:30:00Z", "limit": 5})
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn audit_list_turns_durations_into_times_that_long_ago() -> TestResult {
+    let srv = audit_server(intact()).await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let before = chrono::Utc::now();
+    let o = tpctl(&env, &["audit", "list", "--since", "30d", "--until", "1d12h"]).await?;
+    let after = chrono::Utc::now();
+    o.result?;
+    let vars = &operations(&srv)[0].1;
+    let sent = |k: &str| -> Result<chrono::DateTime<chrono::Utc>, Box<dyn std::error::Error>> {
+        let s = vars[k].as_str().ok_or(format!("{k} not sent as a string: {vars}"))?;
+        assert!(s.ends_with('Z') && !s.contains('.'), "{k}: {s}");
+        Ok(chrono::DateTime::parse_from_rfc3339(s)?.to_utc())
+    };
+    let (since, until) = (sent("since")?, sent("until")?);
+    // In the past by (about) the durations given, whole seconds.
+    let day = chrono::TimeDelta::days(1);
+    assert!(
+        since <= after - day * 30 && since > before - day * 30 - chrono::TimeDelta::seconds(2),
+        "{since}"
+    );
+    assert!(
+        until <= after - day * 3 / 2 && until > before - day * 3 / 2 - chrono::TimeDelta::seconds(2),
+        "{until}"
+    );
+    assert_eq!(vars.as_object().map(|o| o.len()), Some(2), "{vars}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn audit_list_refuses_bad_times_before_asking() -> TestResult {
+    let srv = audit_server(intact()).await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let e = tpctl(&env, &["audit", "list", "--since", "last tuesday"])
+        .await
+        .err()
+        .ok_or("accepted")?;
+    assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+    assert!(
+        e.to_string().contains(
+            "invalid value 'last tuesday' for '--since <TIME>': \"last tuesday\" is not a time: \
+             expected an RFC 3339 time like 2026-11-30T10:00:00Z, or a duration ago like 30m, 1h or 7d"
+        ),
+        "{e}"
+    );
+    let e = tpctl(&env, &["audit", "list", "--until", "2026-11-30 10:00"])
+        .await
+        .err()
+        .ok_or("accepted")?;
+    assert!(
+        e.to_string()
+            .contains("a time needs a date, a time of day and an offset"),
+        "{e}"
+    );
+
+    // Well-formed but empty: --until must come after --since.
+    let o = tpctl(&env, &["audit", "list", "--since", "1h", "--until", "2h"]).await?;
+    let msg = o.result.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        msg.starts_with("--until (") && msg.contains(") is not after --since ("),
+        "{msg}"
+    );
+    assert!(msg.ends_with("): no event can match"), "{msg}");
+    assert!(srv.requests().is_empty(), "nothing sent");
+
+    // The binary: a usage error, exit 2.
+    let out = tpctl_bin(&srv, &["audit", "list", "--since", "7x"], b"").await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"7x\": unknown unit 'x'; use s, m, h, d or w"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(srv.requests().is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn audit_verify_succeeds_on_an_intact_chain() -> TestResult {
+    let srv = audit_server(intact()).await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(&env, &["audit", "verify"]).await?;
+    o.result?;
+    assert_eq!(
+        (o.out.as_str(), o.err.as_str()),
+        ("audit chain intact: 14 events\n", "")
+    );
+    let o = tpctl(&env, &["audit", "verify", "-o", "json"]).await?;
+    o.result?;
+    assert_eq!(serde_json::from_str::<Value>(&o.out)?, intact());
+    assert!(query(&srv.requests()[0]).contains("auditVerify { ok events problem seq eventId }"));
+
+    let out = tpctl_bin(&srv, &["audit", "verify"], b"").await?;
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "audit chain intact: 14 events\n");
+    Ok(())
+}
+
+#[tokio::test]
+async fn audit_verify_fails_on_a_broken_chain() -> TestResult {
+    let srv = audit_server(altered()).await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let o = tpctl(&env, &["audit", "verify"]).await?;
+    let err = o.result.err().ok_or("a broken chain passed")?;
+    assert_eq!(
+        terraplane_cli::error_message(&err),
+        "audit chain broken: event 7 (ev-7) was altered"
+    );
+    assert_eq!(o.out, "");
+
+    // JSON: the verification on stdout, and still a failure.
+    let o = tpctl(&env, &["-o", "json", "audit", "verify"]).await?;
+    assert_eq!(serde_json::from_str::<Value>(&o.out)?, altered());
+    assert!(o.result.is_err());
+
+    let out = tpctl_bin(&srv, &["audit", "verify", "-o", "json"], b"").await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout)?, altered());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: audit chain broken: event 7 (ev-7) was altered\n"
+    );
+
+    let removed = json!({"ok": false, "events": 6, "problem": "event 7 was removed", "seq": 7, "eventId": null});
+    let srv = audit_server(removed).await?;
+    let out = tpctl_bin(&srv, &["audit", "verify"], b"").await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: audit chain broken: event 7 was removed\n"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn last_owner_and_forbidden_are_reported() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let (code, message) = match root_field(&query(r)).as_str() {
+            "memberSetRole" => ("last_owner", "the last owner of an organization cannot be demoted"),
+            "memberRemove" => ("last_owner", "the last owner of an organization cannot be removed"),
+            _ => ("forbidden", "this needs the organization owner role"),
+        };
+        Reply::json(
+            200,
+            json!({"data": null, "errors": [{"message": message, "extensions": {"code": code}}]}),
+        )
+    })
+    .await?;
+    let home = tempfile::tempdir()?;
+    let env = env_for(&srv, &home);
+    let cases: [(&[&str], &str, &str); 5] = [
+        (
+            &["user", "set-role", "ada@example.com", "--member"],
+            "last_owner",
+            "the last owner of an organization cannot be demoted",
+        ),
+        (
+            &["user", "remove", "ada@example.com"],
+            "last_owner",
+            "the last owner of an organization cannot be removed",
+        ),
+        (
+            &["audit", "list"],
+            "forbidden",
+            "this needs the organization owner role",
+        ),
+        (
+            &["audit", "list", "-o", "json"],
+            "forbidden",
+            "this needs the organization owner role",
+        ),
+        (
+            &["audit", "verify"],
+            "forbidden",
+            "this needs the organization owner role",
+        ),
+    ];
+    for (args, code, message) in cases {
+        let o = tpctl(&env, args).await?;
+        let err = o.result.err().ok_or("expected a refusal")?;
+        assert_eq!(terraplane_cli::error_message(&err), message, "{args:?}");
+        let got = err
+            .downcast_ref::<terraplane_client::ClientError>()
+            .and_then(|e| e.code().map(str::to_owned));
+        assert_eq!(got.as_deref(), Some(code), "{args:?}");
+        assert_eq!((o.out.as_str(), o.err.as_str()), ("", ""), "{args:?}");
+    }
+    let out = tpctl_bin(&srv, &["user", "remove", "ada@example.com"], b"").await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: the last owner of an organization cannot be removed\n"
+    );
     Ok(())
 }

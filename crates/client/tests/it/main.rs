@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 use terraplane_client::{
-    ApiKeyCreate, ApiKeyKind, Client, ClientError, RunState, RunType, SpaceCreate, StackCreateInput, Subject,
-    UserCreate,
+    ApiKeyCreate, ApiKeyKind, AuditQuery, Client, ClientError, RunState, RunType, SpaceCreate, StackCreateInput,
+    Subject, UserCreate,
 };
 use terraplane_test_support::mock::{MockServer, Reply, Request};
 
@@ -350,5 +350,156 @@ async fn management_refusals_keep_their_codes() -> TestResult {
         err.map(|e| e.to_string()).as_deref(),
         Some("this needs the organization owner role")
     );
+    Ok(())
+}
+
+fn audit_event_json(seq: i64) -> Value {
+    json!({"id": format!("ev-{seq}"), "seq": seq, "actor": "ada@example.com", "action": "stack.unlock",
+           "targetKind": "stack", "target": "net", "before": {"locked_by": "ada@example.com"},
+           "after": {"locked_by": null}, "requestId": null, "clientIp": "10.0.0.7", "at": T0,
+           "hash": format!("h{seq}"), "prevHash": format!("h{}", seq - 1)})
+}
+
+#[tokio::test]
+async fn audit_events_send_only_the_filters_given() -> TestResult {
+    let srv = MockServer::start(|_| {
+        Reply::json(
+            200,
+            json!({"data": {"auditEvents": [audit_event_json(2), audit_event_json(1)]}}),
+        )
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+    let events = c.audit_events(&AuditQuery::default()).await?;
+    assert_eq!(events.len(), 2);
+    let e = &events[0];
+    assert_eq!(
+        (e.seq, e.action.as_str(), e.target_kind.as_str()),
+        (2, "stack.unlock", "stack")
+    );
+    assert_eq!(e.before, Some(json!({"locked_by": "ada@example.com"})));
+    assert_eq!(e.after, Some(json!({"locked_by": null})));
+    assert_eq!(
+        (e.request_id.as_deref(), e.client_ip.as_deref()),
+        (None, Some("10.0.0.7"))
+    );
+    assert_eq!(e.prev_hash, "h1");
+
+    let q = AuditQuery {
+        actor: Some("ada@example.com".into()),
+        action: Some("stack.unlock".into()),
+        target: Some("net".into()),
+        since: Some("2026-11-30T10:00:00Z".parse()?),
+        until: Some("2026-11-30T12:30:00+02:00".parse()?),
+        limit: Some(10),
+    };
+    c.audit_events(&q).await?;
+
+    let ops: Vec<(String, Value)> = srv.requests().iter().map(operation).collect();
+    assert!(
+        ops[0].0.starts_with(
+            "query($actor: String, $action: String, $target: String, $since: DateTime, $until: DateTime, $limit: Int = 100) { \
+             auditEvents(actor: $actor, action: $action, target: $target, since: $since, until: $until, limit: $limit) { \
+             id seq actor action targetKind target before after requestId clientIp at hash prevHash }"
+        ),
+        "{}",
+        ops[0].0
+    );
+    assert_eq!(ops[0].1, json!({}));
+    assert_eq!(
+        ops[1].1,
+        json!({"actor": "ada@example.com", "action": "stack.unlock", "target": "net",
+               "since": "2026-11-30T10:00:00Z", "until": "2026-11-30T10:30:00Z", "limit": 10})
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn audit_verify_reads_intact_and_broken_chains() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let v = if r.header("authorization").as_deref() == Some("Bearer intact") {
+            json!({"ok": true, "events": 14, "problem": null, "seq": null, "eventId": null})
+        } else {
+            json!({"ok": false, "events": 6, "problem": "event 7 (ev-7) was altered", "seq": 7, "eventId": "ev-7"})
+        };
+        Reply::json(200, json!({"data": {"auditVerify": v}}))
+    })
+    .await?;
+    let v = Client::new(&srv.url(), Some("intact".into()))?.audit_verify().await?;
+    assert!(v.ok && v.events == 14 && v.problem.is_none() && v.seq.is_none());
+    let v = Client::new(&srv.url(), Some("broken".into()))?.audit_verify().await?;
+    assert!(!v.ok);
+    assert_eq!((v.events, v.seq, v.event_id.as_deref()), (6, Some(7), Some("ev-7")));
+    assert_eq!(v.problem.as_deref(), Some("event 7 (ev-7) was altered"));
+    assert!(
+        operation(&srv.requests()[0])
+            .0
+            .contains("auditVerify { ok events problem seq eventId }")
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn member_role_and_removal_send_their_variables() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let (q, vars) = operation(r);
+        if q.contains("memberRemove") {
+            return Reply::json(200, json!({"data": {"memberRemove": true}}));
+        }
+        let role = if vars["owner"] == true { "owner" } else { "member" };
+        Reply::json(
+            200,
+            json!({"data": {"memberSetRole": {"id": "u2", "email": vars["email"], "name": "Bob", "role": role}}}),
+        )
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+    assert_eq!(c.member_set_role("bob@example.com", true).await?.role, "owner");
+    assert_eq!(c.member_set_role("bob@example.com", false).await?.role, "member");
+    c.member_remove("bob@example.com").await?;
+    let ops: Vec<(String, Value)> = srv.requests().iter().map(operation).collect();
+    assert!(ops[0].0.starts_with(
+        "mutation($email: String!, $owner: Boolean!) { memberSetRole(email: $email, owner: $owner) { id email name role }"
+    ));
+    assert_eq!(ops[0].1, json!({"email": "bob@example.com", "owner": true}));
+    assert_eq!(ops[1].1, json!({"email": "bob@example.com", "owner": false}));
+    assert_eq!(
+        ops[2],
+        (
+            "mutation($email: String!) { memberRemove(email: $email) }".to_owned(),
+            json!({"email": "bob@example.com"})
+        )
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn last_owner_and_forbidden_refusals_keep_their_codes() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let (q, _) = operation(r);
+        let (code, message) = if q.contains("member") {
+            ("last_owner", "the last owner of an organization cannot be removed")
+        } else {
+            ("forbidden", "this needs the organization owner role")
+        };
+        Reply::json(
+            200,
+            json!({"data": null, "errors": [{"message": message, "extensions": {"code": code}}]}),
+        )
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+    let err = c.member_remove("ada@example.com").await.err();
+    assert_eq!(err.as_ref().and_then(ClientError::code), Some("last_owner"));
+    assert_eq!(
+        err.map(|e| e.to_string()).as_deref(),
+        Some("the last owner of an organization cannot be removed")
+    );
+    let err = c.member_set_role("ada@example.com", false).await.err();
+    assert_eq!(err.as_ref().and_then(ClientError::code), Some("last_owner"));
+    let err = c.audit_events(&AuditQuery::default()).await.err();
+    assert_eq!(err.as_ref().and_then(ClientError::code), Some("forbidden"));
+    let err = c.audit_verify().await.err();
+    assert_eq!(err.as_ref().and_then(ClientError::code), Some("forbidden"));
     Ok(())
 }
