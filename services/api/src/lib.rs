@@ -137,6 +137,24 @@ pub async fn serve(cfg: Arc<Config>, shutdown: tokio_util::sync::CancellationTok
     Ok(())
 }
 
+/// Every REST route (method, path pattern) the api serves besides GraphQL, health and the
+/// web page. The tenant-isolation test calls each of them with another organization's
+/// credentials; `runner_api::config` and `state_backend::config` must match this list.
+pub const REST_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/v1/orgs/{org}/stacks/{stack}/state"),
+    ("POST", "/api/v1/orgs/{org}/stacks/{stack}/state"),
+    ("DELETE", "/api/v1/orgs/{org}/stacks/{stack}/state"),
+    ("LOCK", "/api/v1/orgs/{org}/stacks/{stack}/state"),
+    ("UNLOCK", "/api/v1/orgs/{org}/stacks/{stack}/state"),
+    ("POST", "/api/v1/runner/runs/{run}/claim"),
+    ("POST", "/api/v1/runner/runs/{run}/heartbeat"),
+    ("POST", "/api/v1/runner/runs/{run}/logs"),
+    ("POST", "/api/v1/runner/runs/{run}/progress"),
+    ("PUT", "/api/v1/runner/runs/{run}/plan"),
+    ("GET", "/api/v1/runner/runs/{run}/plan"),
+    ("POST", "/api/v1/runner/runs/{run}/result"),
+];
+
 pub struct Application {
     port: u16,
     server: Server,

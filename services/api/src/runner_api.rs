@@ -22,7 +22,11 @@ use crate::service::Shared;
 pub fn config(cfg: &mut web::ServiceConfig, max_plan_bytes: usize) {
     cfg.service(
         web::scope("/api/v1/runner/runs/{run}")
-            .app_data(web::JsonConfig::default().limit(max_plan_bytes.saturating_mul(2)))
+            .app_data(
+                web::JsonConfig::default()
+                    .limit(max_plan_bytes.saturating_mul(2))
+                    .error_handler(|e, _| ApiError::BadRequest(format!("invalid request body: {e}")).into()),
+            )
             .route("/claim", web::post().to(claim))
             .route("/heartbeat", web::post().to(heartbeat))
             .route("/logs", web::post().to(append_log))

@@ -8,6 +8,7 @@ mod audit;
 mod cli;
 mod graphql;
 mod harness;
+mod isolation;
 mod lifecycle;
 mod production;
 mod rbac;
