@@ -6,6 +6,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261130_000001_create_core_tables;
 mod m20261130_000002_create_spaces_teams_bindings;
 mod m20261130_000003_create_audit_events;
+mod m20261130_000004_create_audit_delivery;
 
 pub struct Migrator;
 
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000001_create_core_tables::Migration),
             Box::new(m20261130_000002_create_spaces_teams_bindings::Migration),
             Box::new(m20261130_000003_create_audit_events::Migration),
+            Box::new(m20261130_000004_create_audit_delivery::Migration),
         ]
     }
 }

@@ -42,6 +42,30 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub runner: RunnerConfig,
     pub bootstrap: BootstrapConfig,
+    pub audit: AuditConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Where every organization's audit events are POSTed, in order, when set.
+    pub webhook_url: Option<String>,
+    /// HMAC-SHA256 key for `X-Terraplane-Signature-256`; required with a webhook.
+    pub webhook_secret: Option<Secret>,
+    pub delivery_interval_ms: u64,
+    /// The longest wait between retries of a failing delivery.
+    pub max_backoff_secs: u64,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            webhook_url: None,
+            webhook_secret: None,
+            delivery_interval_ms: 1000,
+            max_backoff_secs: 300,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -285,6 +309,18 @@ impl Config {
                 "queue.url must be memory or amqp://…, got {q:?}"
             )));
         }
+        if let Some(url) = &self.audit.webhook_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError::Invalid(format!(
+                    "audit.webhook_url must be http(s)://…, got {url:?}"
+                )));
+            }
+            if self.audit.webhook_secret.as_ref().is_none_or(|s| s.expose().is_empty()) {
+                return Err(ConfigError::Invalid(
+                    "audit.webhook_url needs audit.webhook_secret to sign deliveries".into(),
+                ));
+            }
+        }
         if self.scheduler.heartbeat_secs == 0 || self.scheduler.heartbeat_secs * 2 > self.scheduler.lease_secs {
             return Err(ConfigError::Invalid(
                 "scheduler.lease_secs must be at least twice heartbeat_secs".into(),
@@ -351,5 +387,18 @@ mod tests {
         let err = Config::load_from(None, env(&[("TERRAPLANE_API__LISTNE", "x")])).unwrap_err();
         assert!(err.to_string().contains("listne"), "{err}");
         assert!(Config::load_from(None, env(&[("DATABASE_URL", "mysql://x")])).is_err());
+        let unsigned = Config::load_from(
+            None,
+            env(&[("TERRAPLANE_AUDIT__WEBHOOK_URL", "https://hooks.example.com/a")]),
+        );
+        assert!(unsigned.unwrap_err().to_string().contains("webhook_secret"));
+        let signed = Config::load_from(
+            None,
+            env(&[
+                ("TERRAPLANE_AUDIT__WEBHOOK_URL", "https://hooks.example.com/a"),
+                ("TERRAPLANE_AUDIT__WEBHOOK_SECRET", "k"),
+            ]),
+        );
+        assert!(signed.is_ok());
     }
 }

@@ -79,6 +79,17 @@ pub struct AuditFilter {
     pub limit: u64,
 }
 
+/// Webhook delivery progress of one organization's audit events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryCursor {
+    /// The last event delivered (0: none yet).
+    pub last_seq: i64,
+    /// Consecutive failed attempts at the next event.
+    pub failures: i32,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+}
+
 /// The outcome of `verify_audit`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChainCheck {
@@ -198,6 +209,51 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             .into_iter()
             .map(AuditEvent::from)
             .collect())
+    }
+
+    /// Events with `seq > after`, oldest first (for delivery).
+    pub async fn list_audit_after(&self, after: i64, limit: u64) -> Result<Vec<AuditEvent>> {
+        Ok(audit_events::Entity::find()
+            .filter(audit_events::Column::OrgId.eq(self.org_s.clone()))
+            .filter(audit_events::Column::Seq.gt(after))
+            .order_by_asc(audit_events::Column::Seq)
+            .limit(limit)
+            .all(self.db)
+            .await?
+            .into_iter()
+            .map(AuditEvent::from)
+            .collect())
+    }
+
+    /// How far webhook delivery got for this organization.
+    pub async fn audit_delivery(&self) -> Result<DeliveryCursor> {
+        Ok(audit_delivery::Entity::find_by_id(self.org_s.clone())
+            .one(self.db)
+            .await?
+            .map(|m| DeliveryCursor {
+                last_seq: m.last_seq,
+                failures: m.failures,
+                next_attempt_at: m.next_attempt_at,
+                last_error: m.last_error,
+            })
+            .unwrap_or_default())
+    }
+
+    pub async fn set_audit_delivery(&self, c: &DeliveryCursor, now: DateTime<Utc>) -> Result<()> {
+        audit_delivery::Entity::delete_by_id(self.org_s.clone())
+            .exec(self.db)
+            .await?;
+        audit_delivery::ActiveModel {
+            org_id: Set(self.org_s.clone()),
+            last_seq: Set(c.last_seq),
+            failures: Set(c.failures),
+            next_attempt_at: Set(c.next_attempt_at),
+            last_error: Set(c.last_error.clone()),
+            updated_at: Set(now),
+        }
+        .insert(self.db)
+        .await?;
+        Ok(())
     }
 
     /// Recomputes the organization's chain from the first event.

@@ -317,3 +317,19 @@ pub mod audit_events {
     }
     no_relations!();
 }
+
+pub mod audit_delivery {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "audit_delivery")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub org_id: String,
+        pub last_seq: i64,
+        pub failures: i32,
+        pub next_attempt_at: Option<DateTimeUtc>,
+        pub last_error: Option<String>,
+        pub updated_at: DateTimeUtc,
+    }
+    no_relations!();
+}

@@ -21,7 +21,7 @@ use terraplane_domain::{ApiKeyId, OrgId, UserId};
 use terraplane_migration::MigratorTrait;
 
 pub use access::{NewSpace, ROOT_SPACE};
-pub use audit::{AuditEvent, AuditFilter, ChainCheck, NewAuditEvent};
+pub use audit::{AuditEvent, AuditFilter, ChainCheck, DeliveryCursor, NewAuditEvent};
 use entities::*;
 pub use error::{Result, StoreError};
 pub use records::*;

@@ -4,6 +4,8 @@
 //! after their publish (lost messages), and fails runs whose runner stopped heartbeating or
 //! that ran too long. An apply is never re-dispatched. Time comes from an injected clock.
 
+pub mod audit_delivery;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,11 +31,37 @@ pub fn start(
     tokio::spawn(s.run_until_stopped(shutdown))
 }
 
+/// Starts audit webhook delivery when a webhook is configured.
+pub fn start_audit_delivery(
+    cfg: &terraplane_config::Config,
+    store: Store,
+    clock: Arc<dyn Clock>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let (Some(url), Some(secret)) = (&cfg.audit.webhook_url, &cfg.audit.webhook_secret) else {
+        return Ok(None);
+    };
+    let d = audit_delivery::AuditDelivery::new(
+        store,
+        url.clone(),
+        secret.expose().to_owned(),
+        clock,
+        cfg.audit.max_backoff_secs,
+    )?;
+    let every = Duration::from_millis(cfg.audit.delivery_interval_ms.max(50));
+    Ok(Some(tokio::spawn(d.run_until_stopped(every, shutdown))))
+}
+
 /// `terraplane scheduler`: connects and schedules until `shutdown`.
 pub async fn serve(cfg: &terraplane_config::Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = terraplane_queue::open(&cfg.queue, None).await?;
     let store = Store::open(&cfg.database).await?;
-    start(cfg, store, queue, Arc::new(terraplane_domain::SystemClock), shutdown).await?;
+    let clock: Arc<dyn Clock> = Arc::new(terraplane_domain::SystemClock);
+    let delivery = start_audit_delivery(cfg, store.clone(), clock.clone(), shutdown.clone())?;
+    start(cfg, store, queue, clock, shutdown).await?;
+    if let Some(d) = delivery {
+        d.await?;
+    }
     Ok(())
 }
 

@@ -144,6 +144,7 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
         shutdown.clone(),
     )
     .await?;
+    let delivery = terraplane_scheduler::start_audit_delivery(&cfg, store.clone(), clock.clone(), shutdown.clone())?;
     let sched = start_scheduler(&cfg, store, queue.clone(), clock, shutdown.clone());
     let settings = runner_settings(&cfg, format!("http://{addr}"))?;
     let terraform = settings.terraform_bin.clone();
@@ -175,6 +176,9 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
     println!("  try:            tpctl run trigger demo --wait");
     api.task.await??;
     let _ = sched.await;
+    if let Some(d) = delivery {
+        let _ = d.await;
+    }
     let _ = runner.await;
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod audit_delivery;
 mod dispatch;
 mod expiry;
 mod harness;
