@@ -7,6 +7,7 @@ mod m20261130_000001_create_core_tables;
 mod m20261130_000002_create_spaces_teams_bindings;
 mod m20261130_000003_create_audit_events;
 mod m20261130_000004_create_audit_delivery;
+mod m20261130_000005_create_sessions;
 
 pub struct Migrator;
 
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000002_create_spaces_teams_bindings::Migration),
             Box::new(m20261130_000003_create_audit_events::Migration),
             Box::new(m20261130_000004_create_audit_delivery::Migration),
+            Box::new(m20261130_000005_create_sessions::Migration),
         ]
     }
 }

@@ -102,7 +102,10 @@ pub struct ApiConfig {
 pub struct AuthConfig {
     /// HMAC key for session and run tokens.
     pub jwt_secret: Option<Secret>,
+    /// Life of an access token; a refresh token renews it.
     pub session_ttl_secs: u64,
+    /// Life of a login session (its refresh token).
+    pub refresh_ttl_secs: u64,
     /// Upper bound of a run token's life; it also dies when its run ends.
     pub run_token_ttl_secs: u64,
 }
@@ -176,7 +179,8 @@ impl Default for AuthConfig {
     fn default() -> Self {
         Self {
             jwt_secret: None,
-            session_ttl_secs: 3600,
+            session_ttl_secs: 900,
+            refresh_ttl_secs: 30 * 24 * 3600,
             run_token_ttl_secs: 6 * 3600,
         }
     }

@@ -333,3 +333,21 @@ pub mod audit_delivery {
     }
     no_relations!();
 }
+
+pub mod sessions {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "sessions")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub user_id: String,
+        pub refresh_hash: String,
+        pub previous_hash: Option<String>,
+        pub created_at: DateTimeUtc,
+        pub expires_at: DateTimeUtc,
+        pub revoked_at: Option<DateTimeUtc>,
+    }
+    no_relations!();
+}

@@ -9,6 +9,7 @@ mod entities;
 pub mod error;
 pub mod records;
 mod runs;
+mod sessions;
 mod state;
 mod tenant;
 
@@ -27,6 +28,7 @@ pub use error::{Result, StoreError};
 pub use records::*;
 pub use runs::ExpiredRun;
 pub use runs::{NewRun, RunUpdate};
+pub use sessions::{Refresh, Session};
 pub use state::{LockOutcome, NewLock, NewStateVersion, WriteOutcome};
 pub use tenant::{NewStack, StackPatch, TenantScope};
 

@@ -60,6 +60,8 @@ pub struct Principal {
     /// An instance administrator (may create organizations).
     pub instance_admin: bool,
     pub meta: RequestMeta,
+    /// The login session of a user's access token.
+    pub session: Option<String>,
 }
 
 /// What a caller wants to do with something in a space.
@@ -153,6 +155,9 @@ struct Claims {
     exp: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stack: Option<String>,
+    /// The login session an access token belongs to (dies with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sid: Option<String>,
 }
 
 const SESSION: &str = "session";
@@ -181,7 +186,14 @@ impl Auth {
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), c, &self.enc).map_err(|e| ApiError::Internal(e.into()))
     }
 
-    pub fn issue_session(&self, user: UserId, org: OrgId, now: DateTime<Utc>) -> ApiResult<(String, DateTime<Utc>)> {
+    /// A short-lived access token of login session `sid`.
+    pub fn issue_session(
+        &self,
+        user: UserId,
+        org: OrgId,
+        sid: &str,
+        now: DateTime<Utc>,
+    ) -> ApiResult<(String, DateTime<Utc>)> {
         let exp = now + chrono::Duration::seconds(self.session_ttl);
         let c = Claims {
             sub: user.to_string(),
@@ -190,6 +202,7 @@ impl Auth {
             iat: now.timestamp(),
             exp: exp.timestamp(),
             stack: None,
+            sid: Some(sid.to_owned()),
         };
         Ok((self.sign(&c)?, exp))
     }
@@ -203,6 +216,7 @@ impl Auth {
             iat: now.timestamp(),
             exp: exp.timestamp(),
             stack: Some(stack.to_string()),
+            sid: None,
         };
         self.sign(&c)
     }
@@ -251,6 +265,7 @@ impl Auth {
             access,
             instance_admin: false,
             meta: RequestMeta::default(),
+            session: None,
         })
     }
 
@@ -267,6 +282,11 @@ impl Auth {
         match c.typ.as_str() {
             SESSION => {
                 let user_id: UserId = c.sub.parse().map_err(|_| bad())?;
+                let sid = c.sid.ok_or_else(bad)?;
+                let session = store.get_session(&sid).await.map_err(|_| bad())?;
+                if session.revoked_at.is_some() || session.user_id != user_id {
+                    return Err(ApiError::Unauthenticated("session ended: log in again".into()));
+                }
                 let user = store.get_user(user_id).await.map_err(|_| bad())?;
                 let access = store
                     .scope(org)
@@ -282,6 +302,7 @@ impl Auth {
                     access,
                     instance_admin: user.is_admin,
                     meta: RequestMeta::default(),
+                    session: Some(sid),
                 })
             }
             RUN => {
@@ -300,6 +321,7 @@ impl Auth {
                     access: Access::default(),
                     instance_admin: false,
                     meta: RequestMeta::default(),
+                    session: None,
                 })
             }
             _ => Err(bad()),
@@ -321,6 +343,14 @@ pub fn hash_password(password: &str) -> ApiResult<String> {
 
 pub fn verify_password(password: &str, hash: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+}
+
+/// A new random refresh token.
+pub fn new_refresh_token() -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut b);
+    format!("tpr_{}", hex::encode(b))
 }
 
 /// A new random API key secret.

@@ -135,7 +135,10 @@ pub struct Viewer {
 
 #[derive(SimpleObject)]
 pub struct LoginResult {
+    /// Short-lived access token (`auth.session_ttl_secs`).
     token: String,
+    /// Exchanged for a new access token by `refresh`; rotated on each use.
+    refresh_token: String,
     expires_at: DateTime<Utc>,
     organization: Organization,
 }
@@ -656,6 +659,22 @@ pub struct AuditVerification {
     event_id: Option<String>,
 }
 
+async fn start_session(
+    st: &AppState,
+    user: terraplane_domain::UserId,
+    org: terraplane_domain::OrgId,
+    now: DateTime<Utc>,
+) -> ApiResult<(String, String, DateTime<Utc>)> {
+    let refresh = crate::auth::new_refresh_token();
+    let until = now + chrono::Duration::seconds(st.cfg.auth.refresh_ttl_secs as i64);
+    let session = st
+        .store
+        .create_session(org, user, &crate::auth::hash_secret(&refresh), until, now)
+        .await?;
+    let (token, expires_at) = st.auth.issue_session(user, org, &session.id, now)?;
+    Ok((token, refresh, expires_at))
+}
+
 pub struct QueryRoot;
 
 #[Object]
@@ -991,7 +1010,7 @@ impl MutationRoot {
         }
         let org = org.ok_or_else(|| ApiError::Forbidden("you are not a member of that organization".into()))?;
         st.logins.succeeded(&email, ip);
-        let (token, expires_at) = st.auth.issue_session(user.id, org.id, now)?;
+        let (token, refresh_token, expires_at) = start_session(st, user.id, org.id, now).await?;
         st.store
             .scope(org.id)
             .append_audit(audit("login.success"), now)
@@ -999,6 +1018,7 @@ impl MutationRoot {
             .map_err(ApiError::from)?;
         Ok(LoginResult {
             token,
+            refresh_token,
             expires_at,
             organization: Organization {
                 id: ID(org.id.to_string()),
@@ -1006,6 +1026,63 @@ impl MutationRoot {
                 name: org.name,
             },
         })
+    }
+
+    /// Exchanges a refresh token for a new access token and a new refresh token (the old
+    /// one stops working; presenting it again ends the session).
+    async fn refresh(&self, ctx: &Context<'_>, refresh_token: String) -> async_graphql::Result<LoginResult> {
+        let st = state(ctx);
+        let now = st.clock.now();
+        let next = crate::auth::new_refresh_token();
+        let presented = crate::auth::hash_secret(&refresh_token);
+        match st
+            .store
+            .rotate_session(&presented, &crate::auth::hash_secret(&next), now)
+            .await
+            .map_err(ApiError::from)?
+        {
+            terraplane_store::Refresh::Rotated(session) => {
+                let (token, expires_at) = st
+                    .auth
+                    .issue_session(session.user_id, session.org_id, &session.id, now)?;
+                let org = st.store.get_org(session.org_id).await.map_err(ApiError::from)?;
+                Ok(LoginResult {
+                    token,
+                    refresh_token: next,
+                    expires_at,
+                    organization: Organization {
+                        id: ID(org.id.to_string()),
+                        slug: org.slug,
+                        name: org.name,
+                    },
+                })
+            }
+            terraplane_store::Refresh::Reused => {
+                Err(ApiError::Unauthenticated("refresh token was already used; the session is ended".into()).into())
+            }
+            terraplane_store::Refresh::Invalid => {
+                Err(ApiError::Unauthenticated("invalid or expired refresh token".into()).into())
+            }
+        }
+    }
+
+    /// Ends the caller's login session: its access and refresh tokens stop working.
+    async fn logout(&self, ctx: &Context<'_>) -> async_graphql::Result<bool> {
+        let p = principal(ctx)?;
+        let st = state(ctx);
+        let sid = p
+            .session
+            .clone()
+            .ok_or_else(|| ApiError::BadRequest("only a login session can log out".into()))?;
+        let now = st.clock.now();
+        st.store.revoke_session(&sid, now).await.map_err(ApiError::from)?;
+        let e = service::event(p, "logout", "user", p.name(), None, None);
+        st.store
+            .scope(p.org)
+            .append_audit(e, now)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(true)
     }
 
     async fn stack_create(&self, ctx: &Context<'_>, input: StackCreateInput) -> async_graphql::Result<Stack> {

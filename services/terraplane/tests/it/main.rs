@@ -13,4 +13,5 @@ mod lifecycle;
 mod production;
 mod rbac;
 mod resilience;
+mod sessions;
 mod state_backend;

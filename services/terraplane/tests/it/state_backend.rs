@@ -395,7 +395,12 @@ async fn bad_input(app: TestApp) {
     let auth = terraplane_api::auth::Auth::new(b"test-jwt-secret", 1, 1, None);
     let admin = app.store.get_user_by_email("admin@terraplane.local").await.unwrap();
     let (old, _) = auth
-        .issue_session(admin.id, org.id, Utc::now() - chrono::Duration::seconds(120))
+        .issue_session(
+            admin.id,
+            org.id,
+            "no-session",
+            Utc::now() - chrono::Duration::seconds(120),
+        )
         .unwrap();
     let err = app.client.with_token(Some(old)).me().await.unwrap_err();
     assert!(err.to_string().contains("expired"), "{err}");
