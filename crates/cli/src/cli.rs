@@ -45,6 +45,9 @@ pub enum Command {
     /// Log in with email and password (or store an API key given with --token) and save the
     /// credential to the config file ($TPCTL_CONFIG or ~/.config/tpctl/config.json)
     Login(LoginArgs),
+    /// End the saved login session on the server and remove its tokens from the config
+    /// file (a saved API key is only forgotten locally; the endpoint stays)
+    Logout,
     /// Show who the credential belongs to
     Whoami,
     /// Manage stacks

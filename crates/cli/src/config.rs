@@ -23,6 +23,10 @@ pub struct ConfigFile {
     pub endpoint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// Renews `token` when it is a login session's access token (`tpctl login` with a
+    /// password); API keys have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +46,9 @@ pub enum ConfigError {
 pub struct Settings {
     pub endpoint: Option<String>,
     pub token: Option<String>,
+    /// The config file's refresh token, only when `token` is the file's own token (not
+    /// one from the flag or the environment).
+    pub refresh_token: Option<String>,
     pub config_path: Option<PathBuf>,
 }
 
@@ -132,6 +139,20 @@ fn write_private(path: &Path, body: &[u8]) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// Replaces the saved session tokens with renewed ones (tokens rotate: the old refresh
+/// token is dead). Leaves the file alone, returning `false`, when it no longer holds a
+/// credential for `endpoint` (another login replaced it meanwhile).
+pub fn save_renewed(path: &Path, endpoint: &str, token: &str, refresh_token: &str) -> Result<bool, ConfigError> {
+    let mut file = load(path)?;
+    if !file.endpoint.as_deref().is_some_and(|e| same_endpoint(e, endpoint)) || file.token.is_none() {
+        return Ok(false);
+    }
+    file.token = Some(token.to_owned());
+    file.refresh_token = Some(refresh_token.to_owned());
+    save(path, &file)?;
+    Ok(true)
+}
+
 /// Endpoints compare without trailing slashes.
 pub fn same_endpoint(a: &str, b: &str) -> bool {
     a.trim().trim_end_matches('/') == b.trim().trim_end_matches('/')
@@ -160,16 +181,19 @@ pub fn resolve(
     let endpoint = non_empty(flag_endpoint)
         .or_else(|| non_empty(env(ENV_ENDPOINT)))
         .or_else(|| file_endpoint.clone());
-    let file_token = match (&endpoint, &file_endpoint) {
-        (Some(e), Some(f)) if same_endpoint(e, f) => non_empty(file.token),
-        _ => None,
+    let (file_token, file_refresh) = match (&endpoint, &file_endpoint) {
+        (Some(e), Some(f)) if same_endpoint(e, f) => (non_empty(file.token), non_empty(file.refresh_token)),
+        _ => (None, None),
     };
-    let token = non_empty(flag_token)
-        .or_else(|| non_empty(env(ENV_TOKEN)))
-        .or(file_token);
+    let (token, refresh_token) = match non_empty(flag_token).or_else(|| non_empty(env(ENV_TOKEN))) {
+        Some(t) => (Some(t), None),
+        None if file_token.is_some() => (file_token, file_refresh),
+        None => (None, None),
+    };
     Ok(Settings {
         endpoint,
         token,
+        refresh_token,
         config_path,
     })
 }
@@ -194,6 +218,7 @@ mod tests {
             &ConfigFile {
                 endpoint: Some(endpoint.into()),
                 token: Some(token.into()),
+                refresh_token: None,
             },
         )?;
         Ok(p)
@@ -228,6 +253,33 @@ mod tests {
         let s = resolve(None, None, &env_token_only)?;
         assert_eq!(s.endpoint.as_deref(), Some("http://file:1"));
         assert_eq!(s.token.as_deref(), Some("env-token"));
+        Ok(())
+    }
+
+    #[test]
+    fn refresh_token_goes_only_with_the_files_own_token() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let p = dir.path().join("cfg.json");
+        save(
+            &p,
+            &ConfigFile {
+                endpoint: Some("http://file:1".into()),
+                token: Some("access".into()),
+                refresh_token: Some("refresh".into()),
+            },
+        )?;
+        let p = p.to_string_lossy().into_owned();
+        let s = resolve(None, None, &env_of(&[(ENV_CONFIG, &p)]))?;
+        assert_eq!(
+            (s.token.as_deref(), s.refresh_token.as_deref()),
+            (Some("access"), Some("refresh"))
+        );
+        let s = resolve(None, None, &env_of(&[(ENV_CONFIG, &p), (ENV_TOKEN, "env-token")]))?;
+        assert_eq!((s.token.as_deref(), s.refresh_token), (Some("env-token"), None));
+        let s = resolve(None, Some("flag-token".into()), &env_of(&[(ENV_CONFIG, &p)]))?;
+        assert_eq!((s.token.as_deref(), s.refresh_token), (Some("flag-token"), None));
+        let s = resolve(Some("http://elsewhere:2".into()), None, &env_of(&[(ENV_CONFIG, &p)]))?;
+        assert_eq!((s.token, s.refresh_token), (None, None));
         Ok(())
     }
 
@@ -274,6 +326,7 @@ mod tests {
             &ConfigFile {
                 endpoint: Some("http://h:1".into()),
                 token: Some("t".into()),
+                refresh_token: None,
             },
         )?;
         let s = resolve(None, None, &env)?;
@@ -315,6 +368,7 @@ mod tests {
         let cfg = ConfigFile {
             endpoint: Some("http://x".into()),
             token: Some("secret".into()),
+            refresh_token: None,
         };
         save(&p, &cfg)?;
         assert_eq!(fs::metadata(&p)?.permissions().mode() & 0o777, 0o600);

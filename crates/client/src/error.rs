@@ -17,6 +17,17 @@ pub enum ClientError {
     /// An answer that doesn't have the expected shape.
     #[error("unexpected response: {0}")]
     Decode(String),
+    /// The access token expired and renewing the session with its refresh token failed
+    /// (`source`): only a new login helps.
+    #[error("the session expired and could not be renewed")]
+    SessionRenewal {
+        #[source]
+        source: Box<ClientError>,
+    },
+    /// The session was renewed but the hook given to [`crate::Client::with_session`] could
+    /// not keep the new tokens.
+    #[error("the session was renewed but the new tokens could not be saved: {0}")]
+    SessionSave(String),
     /// The endpoint isn't a usable base URL.
     #[error("invalid endpoint {endpoint:?}: {reason}")]
     InvalidEndpoint { endpoint: String, reason: String },
@@ -37,6 +48,17 @@ impl ClientError {
 
     pub fn is_unauthenticated(&self) -> bool {
         self.code() == Some("unauthenticated")
+    }
+
+    /// An access token refused for having expired (`unauthenticated`, "token expired"):
+    /// what a session refresh cures.
+    pub fn is_token_expired(&self) -> bool {
+        match self {
+            ClientError::Api { code, message } => {
+                code == "unauthenticated" && message.to_ascii_lowercase().contains("expired")
+            }
+            _ => false,
+        }
     }
 
     pub(crate) fn api(code: impl Into<String>, message: impl Into<String>) -> Self {

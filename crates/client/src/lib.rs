@@ -5,6 +5,8 @@
 mod error;
 mod types;
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{StatusCode, Url, header};
@@ -83,12 +85,40 @@ macro_rules! api_key_fields {
     };
 }
 
-/// A connection to one Terraplane endpoint, optionally authenticated. Cheap to clone.
+/// A connection to one Terraplane endpoint, optionally authenticated. Cheap to clone;
+/// clones share a session set up with [`Client::with_session`].
 #[derive(Clone, Debug)]
 pub struct Client {
     http: reqwest::Client,
     endpoint: Url,
     token: Option<String>,
+    session: Option<Arc<Session>>,
+}
+
+/// Keeps a renewed session (its new access and refresh token) somewhere; an `Err` fails the
+/// call that needed the renewal with [`ClientError::SessionSave`].
+pub type SessionSaver = dyn Fn(&LoginResult) -> std::result::Result<(), String> + Send + Sync;
+
+/// A login session the client renews by itself when its access token expires.
+struct Session {
+    /// The access token requests carry now.
+    access: std::sync::Mutex<String>,
+    /// The current refresh token. Held across the `refresh` call, so concurrent requests
+    /// never present the same (rotating) refresh token twice, which would end the session.
+    refresh: tokio::sync::Mutex<String>,
+    save: Box<SessionSaver>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Session { <redacted> }")
+    }
+}
+
+impl Session {
+    fn access(&self) -> String {
+        self.access.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 #[derive(Deserialize)]
@@ -143,15 +173,42 @@ impl Client {
             http,
             endpoint: url,
             token: token.filter(|t| !t.is_empty()),
+            session: None,
         })
     }
 
-    /// The same endpoint with another credential (e.g. the token `login` returned).
+    /// The same endpoint with another credential (e.g. the token `login` returned), without
+    /// any session renewal.
     pub fn with_token(&self, token: Option<String>) -> Self {
         Self {
             http: self.http.clone(),
             endpoint: self.endpoint.clone(),
             token: token.filter(|t| !t.is_empty()),
+            session: None,
+        }
+    }
+
+    /// Makes the client's token (an access token from [`Client::login`]) a renewable
+    /// session: when a request is refused because the access token expired, the client
+    /// calls [`Client::refresh`] with `refresh_token`, hands the result to `save`, and
+    /// retries that request once with the new access token. A failed renewal is
+    /// [`ClientError::SessionRenewal`]. Without a token this does nothing.
+    pub fn with_session(
+        self,
+        refresh_token: String,
+        save: impl Fn(&LoginResult) -> std::result::Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        let Some(access) = self.token.clone() else {
+            return self;
+        };
+        let session = Session {
+            access: std::sync::Mutex::new(access),
+            refresh: tokio::sync::Mutex::new(refresh_token),
+            save: Box::new(save),
+        };
+        Self {
+            session: Some(Arc::new(session)),
+            ..self
         }
     }
 
@@ -160,8 +217,12 @@ impl Client {
         self.endpoint.as_str()
     }
 
-    pub fn token(&self) -> Option<&str> {
-        self.token.as_deref()
+    /// The credential requests carry now (a renewed session's latest access token).
+    pub fn token(&self) -> Option<String> {
+        match &self.session {
+            Some(s) => Some(s.access()),
+            None => self.token.clone(),
+        }
     }
 
     fn url(&self, path: &str) -> Result<Url> {
@@ -171,21 +232,61 @@ impl Client {
         })
     }
 
-    fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match &self.token {
-            Some(t) => req.bearer_auth(t),
-            None => req,
+    /// Runs `op` with the current credential. With a session, an expired access token is
+    /// renewed and `op` retried once with the new one.
+    async fn authenticated<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let used = self.token();
+        match op(used.clone()).await {
+            Err(e) if self.session.is_some() && e.is_token_expired() => {
+                let fresh = self.renew(used.as_deref()).await?;
+                op(Some(fresh)).await
+            }
+            r => r,
         }
+    }
+
+    /// A new access token for the session, `used` being the one the server found expired.
+    async fn renew(&self, used: Option<&str>) -> Result<String> {
+        let Some(session) = &self.session else {
+            return Err(ClientError::api("unauthenticated", "token expired"));
+        };
+        let mut refresh = session.refresh.lock().await;
+        // Another request renewed the session while this one waited for the lock.
+        let current = session.access();
+        if used != Some(current.as_str()) {
+            return Ok(current);
+        }
+        let renewed = match self.refresh(&refresh).await {
+            Ok(r) => r,
+            Err(e) => return Err(ClientError::SessionRenewal { source: Box::new(e) }),
+        };
+        let Some(next) = renewed.refresh_token.clone().filter(|t| !t.is_empty()) else {
+            return Err(ClientError::SessionRenewal {
+                source: Box::new(ClientError::Decode("refresh returned no refresh token".into())),
+            });
+        };
+        *refresh = next;
+        *session.access.lock().unwrap_or_else(|e| e.into_inner()) = renewed.token.clone();
+        (session.save)(&renewed).map_err(ClientError::SessionSave)?;
+        Ok(renewed.token)
     }
 
     /// Runs one GraphQL operation and decodes its `data`. Any entry in `errors[]` fails the
     /// call with [`ClientError::Api`] (code from `extensions.code`, `graphql` without one).
     pub async fn graphql<T: DeserializeOwned>(&self, query: &str, variables: Value) -> Result<T> {
+        let body = json!({ "query": query, "variables": variables });
+        self.authenticated(|token| self.graphql_once(&body, token)).await
+    }
+
+    async fn graphql_once<T: DeserializeOwned>(&self, body: &Value, token: Option<String>) -> Result<T> {
         let url = self.url("graphql")?;
-        let resp = self
-            .authorize(self.http.post(url))
+        let resp = authorize(self.http.post(url), token.as_deref())
             .header(header::ACCEPT, "application/json")
-            .json(&json!({ "query": query, "variables": variables }))
+            .json(body)
             .send()
             .await?;
         let status = resp.status();
@@ -208,9 +309,7 @@ impl Client {
 
     /// Runs `query` and decodes the top-level field `name` of its data.
     async fn field<T: DeserializeOwned>(&self, query: &str, variables: Value, name: &str) -> Result<T> {
-        let mut data: serde_json::Map<String, Value> = self.graphql(query, variables).await?;
-        let v = data.remove(name).unwrap_or(Value::Null);
-        serde_json::from_value(v).map_err(|e| ClientError::Decode(format!("{name}: {e}")))
+        take_field(self.graphql(query, variables).await?, name)
     }
 
     /// Exchanges email and password for a session token in `organization` (default: the
@@ -220,7 +319,7 @@ impl Client {
         const Q: &str = concat!(
             "mutation($email: String!, $password: String!, $organization: String) { ",
             "login(email: $email, password: $password, organization: $organization) { ",
-            "token expiresAt organization { ",
+            "token refreshToken expiresAt organization { ",
             org_fields!(),
             " } } }"
         );
@@ -230,6 +329,30 @@ impl Client {
             "login",
         )
         .await
+    }
+
+    /// Exchanges a refresh token for a new access token and a new refresh token. The old
+    /// refresh token stops working; presenting it again ends the session. Sent without the
+    /// client's credential (an expired access token must not get in the way).
+    pub async fn refresh(&self, refresh_token: &str) -> Result<LoginResult> {
+        const Q: &str = concat!(
+            "mutation($refreshToken: String!) { refresh(refreshToken: $refreshToken) { ",
+            "token refreshToken expiresAt organization { ",
+            org_fields!(),
+            " } } }"
+        );
+        // Straight to `graphql_once`: no credential, and no renewal of its own.
+        let body = json!({ "query": Q, "variables": { "refreshToken": refresh_token } });
+        let data = self.graphql_once(&body, None).await?;
+        take_field(data, "refresh")
+    }
+
+    /// Ends the caller's login session: its access and refresh tokens stop working. An API
+    /// key is refused with `bad_request`.
+    pub async fn logout(&self) -> Result<()> {
+        const Q: &str = "mutation { logout }";
+        let done: bool = self.field(Q, json!({}), "logout").await?;
+        confirmed(done, "logout")
     }
 
     pub async fn me(&self) -> Result<Viewer> {
@@ -609,15 +732,34 @@ impl Client {
         if let Some(s) = serial {
             url.query_pairs_mut().append_pair("serial", &s.to_string());
         }
-        let resp = self.authorize(self.http.get(url)).send().await?;
-        let status = resp.status();
-        let body = resp.bytes().await?;
-        match status {
-            StatusCode::NO_CONTENT => Ok(None),
-            s if s.is_success() && body.is_empty() => Ok(None),
-            s if s.is_success() => Ok(Some(body.to_vec())),
-            s => Err(http_error(s, &body)),
-        }
+        self.authenticated(|token| {
+            let req = authorize(self.http.get(url.clone()), token.as_deref());
+            async move {
+                let resp = req.send().await?;
+                let status = resp.status();
+                let body = resp.bytes().await?;
+                match status {
+                    StatusCode::NO_CONTENT => Ok(None),
+                    s if s.is_success() && body.is_empty() => Ok(None),
+                    s if s.is_success() => Ok(Some(body.to_vec())),
+                    s => Err(http_error(s, &body)),
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// The top-level field `name` of a GraphQL answer's data, decoded.
+fn take_field<T: DeserializeOwned>(mut data: serde_json::Map<String, Value>, name: &str) -> Result<T> {
+    let v = data.remove(name).unwrap_or(Value::Null);
+    serde_json::from_value(v).map_err(|e| ClientError::Decode(format!("{name}: {e}")))
+}
+
+fn authorize(req: reqwest::RequestBuilder, token: Option<&str>) -> reqwest::RequestBuilder {
+    match token {
+        Some(t) => req.bearer_auth(t),
+        None => req,
     }
 }
 

@@ -24,12 +24,29 @@ pub struct Viewer {
     pub role: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// `Debug` leaves both tokens out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LoginResult {
+    /// The short-lived access token.
     pub token: String,
+    /// Exchanged for a new access token by [`crate::Client::refresh`]; rotated on each use.
+    /// `None` from servers older than session refresh.
+    #[serde(default)]
+    pub refresh_token: Option<String>,
     pub expires_at: DateTime<Utc>,
     pub organization: Organization,
+}
+
+impl fmt::Debug for LoginResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoginResult")
+            .field("token", &"<redacted>")
+            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "<redacted>"))
+            .field("expires_at", &self.expires_at)
+            .field("organization", &self.organization)
+            .finish()
+    }
 }
 
 /// A stack's lock (`stackLock`), not to be confused with the Terraform state lock.

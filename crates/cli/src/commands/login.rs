@@ -1,5 +1,6 @@
 //! `tpctl login`: get a credential (password login, or an API key checked with `me`) and
-//! save it with its endpoint to the config file.
+//! save it with its endpoint to the config file; a password login also saves the refresh
+//! token that renews its short-lived access token. `tpctl logout` undoes it.
 
 use std::io::{BufRead, IsTerminal, Read};
 
@@ -44,7 +45,7 @@ pub async fn login(
     let client = Client::new(&endpoint, None)?;
     let token = flag_token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
 
-    let (token, result) = match token {
+    let (token, refresh_token, result) = match token {
         Some(token) => {
             if args.email.is_some() || args.password.is_some() || args.password_stdin {
                 bail!("pass either --token or --email/--password, not both");
@@ -68,7 +69,8 @@ pub async fn login(
                 expires_at: None,
                 config: path.display().to_string(),
             };
-            (token, out)
+            // An API key: nothing to refresh, and an older session's refresh token must go.
+            (token, None, out)
         }
         None => {
             let email = match args.email {
@@ -101,7 +103,7 @@ pub async fn login(
                 expires_at: Some(r.expires_at),
                 config: path.display().to_string(),
             };
-            (r.token, out)
+            (r.token, r.refresh_token.filter(|t| !t.is_empty()), out)
         }
     };
 
@@ -110,6 +112,7 @@ pub async fn login(
         &ConfigFile {
             endpoint: Some(endpoint),
             token: Some(token),
+            refresh_token,
         },
     )?;
     let text = match format {
@@ -128,6 +131,104 @@ pub async fn login(
             }
             s.push_str(&format!("\nCredential saved to {}\n", result.config));
             s
+        }
+    };
+    ctx.out.write_all(text.as_bytes()).context("cannot write to stdout")
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogoutOutput {
+    endpoint: Option<String>,
+    /// `session` or `apiKey`.
+    credential: &'static str,
+    /// The server ended the session (always false for an API key).
+    session_ended: bool,
+    config: String,
+}
+
+/// `tpctl logout`: end the saved login session on the server (best effort) and remove the
+/// token and refresh token from the config file, keeping the endpoint. A saved API key is
+/// only forgotten here; it stays valid on the server.
+pub async fn logout(flag_endpoint: Option<String>, format: OutputFormat, ctx: &mut Context<'_>) -> Result<()> {
+    let path = config::config_path(ctx.env).ok_or(ConfigError::NoPath)?;
+    let file = config::load(&path)?;
+    let nonempty = |s: Option<String>| s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+    let endpoint = nonempty(file.endpoint.clone()).map(|e| e.trim_end_matches('/').to_owned());
+    let asked = nonempty(flag_endpoint).or_else(|| nonempty((ctx.env)(config::ENV_ENDPOINT)));
+    if let (Some(asked), Some(saved)) = (&asked, &endpoint)
+        && !config::same_endpoint(asked, saved)
+    {
+        bail!("the saved credential is for {saved}, not {asked}; nothing was changed");
+    }
+    let Some(token) = nonempty(file.token.clone()) else {
+        let msg = format!("Not logged in: no credential saved in {}\n", path.display());
+        return ctx.err.write_all(msg.as_bytes()).context("cannot write to stderr");
+    };
+    let refresh_token = nonempty(file.refresh_token.clone());
+    // Sessions saved before refresh tokens existed are JWTs; API keys are not.
+    let session = refresh_token.is_some() || token.split('.').count() == 3;
+
+    let mut session_ended = false;
+    if session {
+        let ended = match &endpoint {
+            Some(e) => match super::client_for(e, token, refresh_token, Some(path.clone())) {
+                Ok(client) => client.logout().await.map_err(anyhow::Error::from),
+                Err(e) => Err(e),
+            },
+            None => Err(anyhow!("no endpoint is saved with it")),
+        };
+        match ended {
+            Ok(()) => session_ended = true,
+            Err(e) => {
+                let msg =
+                    format!("warning: could not end the session on the server ({e:#}); forgetting it locally anyway\n");
+                ctx.err.write_all(msg.as_bytes()).context("cannot write to stderr")?;
+            }
+        }
+    }
+
+    // Read again: renewing the session to log out rotated the tokens in the file.
+    let mut file = config::load(&path).unwrap_or(file);
+    file.token = None;
+    file.refresh_token = None;
+    config::save(&path, &file)?;
+
+    let result = LogoutOutput {
+        endpoint,
+        credential: if session { "session" } else { "apiKey" },
+        session_ended,
+        config: path.display().to_string(),
+    };
+    let text = match format {
+        OutputFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&result).context("cannot encode JSON")?;
+            s.push('\n');
+            s
+        }
+        OutputFormat::Table => {
+            let of = result
+                .endpoint
+                .as_deref()
+                .map(|e| format!(" of {e}"))
+                .unwrap_or_default();
+            let at = result
+                .endpoint
+                .as_deref()
+                .map(|e| format!(" for {e}"))
+                .unwrap_or_default();
+            match (session, session_ended) {
+                (true, true) => format!(
+                    "Logged out{of}: the session is ended and its tokens are removed from {}\n",
+                    result.config
+                ),
+                (true, false) => format!("Removed the session tokens{at} from {}\n", result.config),
+                (false, _) => format!(
+                    "Removed the API key saved{at} from {}; the key itself stays valid \
+                     (revoke it with `tpctl apikey revoke ID`)\n",
+                    result.config
+                ),
+            }
         }
     };
     ctx.out.write_all(text.as_bytes()).context("cannot write to stdout")

@@ -13,9 +13,11 @@ mod state;
 mod team;
 mod user;
 
+use std::path::PathBuf;
+
 use anyhow::{Context as _, Result, anyhow, bail};
 use serde::Serialize;
-use terraplane_client::{Client, ClientError};
+use terraplane_client::{Client, ClientError, LoginResult};
 
 use crate::cli::{Cli, Command, OutputFormat};
 use crate::{Context, config};
@@ -24,6 +26,10 @@ use crate::{Context, config};
 const MAX_POLL_RETRIES: u32 = 5;
 
 pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
+    dispatch_command(cli, ctx).await.map_err(session_ended)
+}
+
+async fn dispatch_command(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
     let Cli {
         endpoint,
         token,
@@ -35,6 +41,9 @@ pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
     if let Command::Login(args) = command {
         return login::login(args, endpoint, token, org, output, ctx).await;
     }
+    if let Command::Logout = command {
+        return login::logout(endpoint, output, ctx).await;
+    }
     let settings = config::resolve(endpoint, token, ctx.env)?;
     let endpoint = settings.endpoint.ok_or_else(|| {
         anyhow!("no endpoint: pass --endpoint URL, set TPCTL_ENDPOINT, or run `tpctl login --endpoint URL`")
@@ -42,7 +51,7 @@ pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
     let token = settings
         .token
         .ok_or_else(|| anyhow!("not logged in to {endpoint}: run `tpctl login`, or pass --token / set TPCTL_TOKEN"))?;
-    let client = Client::new(&endpoint, Some(token))?;
+    let client = client_for(&endpoint, token, settings.refresh_token, settings.config_path)?;
     if let Some(org) = &org {
         check_org(&client, org).await?;
     }
@@ -53,7 +62,7 @@ pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
         ctx,
     };
     match command {
-        Command::Login(_) => Ok(()),
+        Command::Login(_) | Command::Logout => Ok(()),
         Command::Whoami => app.whoami().await,
         Command::Stack(c) => app.stack(c).await,
         Command::Run(c) => app.run(c).await,
@@ -65,6 +74,46 @@ pub async fn dispatch(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
         Command::Role(c) => app.role(c).await,
         Command::ApiKey(c) => app.api_key(c).await,
         Command::Audit(c) => app.audit(c).await,
+    }
+}
+
+/// The client for `token`. With the config file's refresh token (`token` being the file's
+/// own session token), an expired access token is renewed once per request: the client
+/// calls `refresh`, the rotated pair replaces the old one in the file, and the request is
+/// retried (see `Client::with_session`). Every command gets this from here, never by itself.
+pub(crate) fn client_for(
+    endpoint: &str,
+    token: String,
+    refresh_token: Option<String>,
+    config_path: Option<PathBuf>,
+) -> Result<Client> {
+    let client = Client::new(endpoint, Some(token))?;
+    let (Some(refresh_token), Some(path)) = (refresh_token, config_path) else {
+        return Ok(client);
+    };
+    let endpoint = endpoint.to_owned();
+    Ok(client.with_session(refresh_token, move |r: &LoginResult| {
+        let refresh = r.refresh_token.as_deref().unwrap_or_default();
+        config::save_renewed(&path, &endpoint, &r.token, refresh)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }))
+}
+
+/// A session that could not be renewed needs a new login, whatever the command was.
+fn session_ended(e: anyhow::Error) -> anyhow::Error {
+    let msg = e.chain().find_map(|c| match c.downcast_ref::<ClientError>()? {
+        ClientError::SessionRenewal { source } => Some(format!(
+            "the login session expired and could not be renewed ({source}): run `tpctl login` again"
+        )),
+        ClientError::SessionSave(why) => Some(format!(
+            "the login session was renewed but the new tokens could not be saved ({why}): run `tpctl login` again"
+        )),
+        _ => None,
+    });
+    match msg {
+        Some(m) => anyhow!(m),
+        None => e,
     }
 }
 

@@ -1483,3 +1483,279 @@ async fn last_owner_and_forbidden_are_reported() -> TestResult {
     );
     Ok(())
 }
+
+// Login sessions: refresh tokens saved by `login`, renewed on expiry, ended by `logout`.
+
+fn login_answer(field: &str, token: &str, refresh: &str) -> Reply {
+    data(
+        json!({field: {"token": token, "refreshToken": refresh, "expiresAt": "2026-03-01T12:15:00Z",
+                        "organization": {"id": "o1", "slug": "acme", "name": "Acme"}}}),
+    )
+}
+
+fn expired() -> Reply {
+    Reply::json(
+        200,
+        json!({"data": null, "errors": [{"message": "token expired", "extensions": {"code": "unauthenticated"}}]}),
+    )
+}
+
+fn read_config(path: &std::path::Path) -> Result<Value, Box<dyn std::error::Error>> {
+    Ok(serde_json::from_slice(&std::fs::read(path)?)?)
+}
+
+/// A config file holding a login session for `srv`, and the environment that uses it.
+fn session_env(
+    srv: &MockServer,
+    home: &tempfile::TempDir,
+    token: &str,
+    refresh: Option<&str>,
+) -> Result<(HashMap<String, String>, std::path::PathBuf), Box<dyn std::error::Error>> {
+    let path = home.path().join("tp.json");
+    let mut cfg = json!({"endpoint": srv.url(), "token": token});
+    if let Some(r) = refresh {
+        cfg["refresh_token"] = json!(r);
+    }
+    std::fs::write(&path, cfg.to_string())?;
+    let env = HashMap::from([("TPCTL_CONFIG".to_owned(), path.to_string_lossy().into_owned())]);
+    Ok((env, path))
+}
+
+fn count(srv: &MockServer, field: &str) -> usize {
+    srv.requests().iter().filter(|r| root_field(&query(r)) == field).count()
+}
+
+#[tokio::test]
+async fn password_login_saves_the_refresh_token_and_an_api_key_clears_it() -> TestResult {
+    let srv = MockServer::start(|r| match r.header("authorization").as_deref() {
+        Some("Bearer tpk_key") => data(json!({"me": me_json()})),
+        _ => login_answer("login", "access-1", "refresh-1"),
+    })
+    .await?;
+    let home = tempfile::tempdir()?;
+    let path = home.path().join("tp.json");
+    let env = HashMap::from([
+        ("TPCTL_CONFIG".to_owned(), path.to_string_lossy().into_owned()),
+        ("TPCTL_ENDPOINT".to_owned(), srv.url()),
+    ]);
+    let o = tpctl(&env, &["login", "--email", "ada@example.com", "--password", "pw"]).await?;
+    o.result?;
+    assert!(query(&srv.requests()[0]).contains("refreshToken"));
+    assert_eq!(
+        read_config(&path)?,
+        json!({"endpoint": srv.url(), "token": "access-1", "refresh_token": "refresh-1"})
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
+    }
+
+    let o = tpctl(&env, &["login", "--token", "tpk_key"]).await?;
+    o.result?;
+    assert_eq!(read_config(&path)?, json!({"endpoint": srv.url(), "token": "tpk_key"}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_expired_session_is_refreshed_once_saved_and_the_request_retried() -> TestResult {
+    let srv = MockServer::start(|r| match root_field(&query(r)).as_str() {
+        "refresh" if variables(r)["refreshToken"] == "refresh-1" => login_answer("refresh", "access-2", "refresh-2"),
+        "refresh" => Reply::json(
+            200,
+            json!({"data": null, "errors": [{"message": "refresh token was already used; the session is ended",
+                                             "extensions": {"code": "unauthenticated"}}]}),
+        ),
+        _ if r.header("authorization").as_deref() == Some("Bearer access-2") => data(json!({"me": me_json()})),
+        _ => expired(),
+    })
+    .await?;
+    let home = tempfile::tempdir()?;
+    let (env, path) = session_env(&srv, &home, "access-1", Some("refresh-1"))?;
+
+    let o = tpctl(&env, &["-o", "json", "whoami"]).await?;
+    o.result?;
+    assert_eq!(serde_json::from_str::<Value>(&o.out)?, me_json());
+    let reqs = srv.requests();
+    let seen: Vec<(String, Option<String>)> = reqs
+        .iter()
+        .map(|r| (root_field(&query(r)), r.header("authorization")))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("me".to_owned(), Some("Bearer access-1".to_owned())),
+            ("refresh".to_owned(), None),
+            ("me".to_owned(), Some("Bearer access-2".to_owned())),
+        ]
+    );
+    assert_eq!(
+        read_config(&path)?,
+        json!({"endpoint": srv.url(), "token": "access-2", "refresh_token": "refresh-2"})
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
+    }
+
+    // The next command uses the rotated pair without refreshing.
+    let o = tpctl(&env, &["whoami"]).await?;
+    o.result?;
+    assert_eq!(count(&srv, "refresh"), 1);
+    assert_eq!(srv.requests().len(), 4);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failed_refresh_asks_for_a_new_login() -> TestResult {
+    let srv = MockServer::start(|r| match root_field(&query(r)).as_str() {
+        "refresh" => Reply::json(
+            200,
+            json!({"data": null, "errors": [{"message": "refresh token was already used; the session is ended",
+                                             "extensions": {"code": "unauthenticated"}}]}),
+        ),
+        _ => expired(),
+    })
+    .await?;
+    let home = tempfile::tempdir()?;
+    let (env, path) = session_env(&srv, &home, "access-1", Some("refresh-old"))?;
+    let before = std::fs::read(&path)?;
+    let o = tpctl(&env, &["stack", "list"]).await?;
+    let err = o.result.err().ok_or("expected an error")?;
+    assert_eq!(
+        terraplane_cli::error_message(&err),
+        "the login session expired and could not be renewed (refresh token was already used; the session is \
+         ended): run `tpctl login` again"
+    );
+    assert_eq!(count(&srv, "refresh"), 1);
+    assert_eq!(count(&srv, "stacks"), 1, "no retry without a new token");
+    assert_eq!(std::fs::read(&path)?, before);
+    Ok(())
+}
+
+#[tokio::test]
+async fn tokens_from_flag_environment_or_an_api_key_are_never_refreshed() -> TestResult {
+    let srv = MockServer::start(|_| expired()).await?;
+    let home = tempfile::tempdir()?;
+    let (env, path) = session_env(&srv, &home, "access-1", Some("refresh-1"))?;
+    let before = std::fs::read(&path)?;
+
+    let mut with_env_token = env.clone();
+    with_env_token.insert("TPCTL_TOKEN".to_owned(), "env-token".to_owned());
+    let o = tpctl(&with_env_token, &["whoami"]).await?;
+    let err = o.result.err().ok_or("expected an error")?;
+    assert!(
+        terraplane_cli::error_message(&err).starts_with("token expired"),
+        "{err:#}"
+    );
+
+    let o = tpctl(&env, &["--token", "flag-token", "whoami"]).await?;
+    assert!(o.result.is_err());
+
+    // An API key saved by `login --token` comes without a refresh token.
+    let home2 = tempfile::tempdir()?;
+    let (key_env, _) = session_env(&srv, &home2, "tpk_key", None)?;
+    let o = tpctl(&key_env, &["whoami"]).await?;
+    assert!(o.result.is_err());
+
+    assert_eq!(count(&srv, "refresh"), 0);
+    assert_eq!(srv.requests().len(), 3, "one request each, no retry");
+    let auths: Vec<Option<String>> = srv.requests().iter().map(|r| r.header("authorization")).collect();
+    assert_eq!(
+        auths,
+        [
+            Some("Bearer env-token".to_owned()),
+            Some("Bearer flag-token".to_owned()),
+            Some("Bearer tpk_key".to_owned())
+        ]
+    );
+    assert_eq!(std::fs::read(&path)?, before);
+    Ok(())
+}
+
+#[tokio::test]
+async fn logout_ends_the_session_and_forgets_its_tokens() -> TestResult {
+    let srv = MockServer::start(|_| data(json!({"logout": true}))).await?;
+    let home = tempfile::tempdir()?;
+    let (env, path) = session_env(&srv, &home, "access-1", Some("refresh-1"))?;
+    let o = tpctl(&env, &["logout"]).await?;
+    o.result?;
+    let reqs = srv.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(query(&reqs[0]), "mutation { logout }");
+    assert_eq!(reqs[0].header("authorization").as_deref(), Some("Bearer access-1"));
+    assert_eq!(read_config(&path)?, json!({"endpoint": srv.url()}));
+    assert_eq!(
+        o.out,
+        format!(
+            "Logged out of {}: the session is ended and its tokens are removed from {}\n",
+            srv.url(),
+            path.display()
+        )
+    );
+
+    // Nothing saved any more: nothing to do, and no request.
+    let o = tpctl(&env, &["logout"]).await?;
+    o.result?;
+    assert!(o.err.starts_with("Not logged in"), "{}", o.err);
+    assert_eq!(srv.requests().len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn logout_renews_an_expired_session_to_end_it() -> TestResult {
+    let srv = MockServer::start(|r| match (root_field(&query(r)).as_str(), r.header("authorization")) {
+        ("refresh", _) => login_answer("refresh", "access-2", "refresh-2"),
+        ("logout", Some(a)) if a == "Bearer access-2" => data(json!({"logout": true})),
+        _ => expired(),
+    })
+    .await?;
+    let home = tempfile::tempdir()?;
+    let (env, path) = session_env(&srv, &home, "access-1", Some("refresh-1"))?;
+    let o = tpctl(&env, &["logout"]).await?;
+    o.result?;
+    assert_eq!(count(&srv, "refresh"), 1);
+    assert_eq!(count(&srv, "logout"), 2);
+    assert!(o.err.is_empty(), "{}", o.err);
+    assert_eq!(read_config(&path)?, json!({"endpoint": srv.url()}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn logout_forgets_locally_even_when_the_server_fails() -> TestResult {
+    let srv = MockServer::start(|_| Reply::text(503, "down for maintenance")).await?;
+    let home = tempfile::tempdir()?;
+    let (env, path) = session_env(&srv, &home, "access-1", Some("refresh-1"))?;
+    let o = tpctl(&env, &["logout"]).await?;
+    o.result?;
+    assert_eq!(count(&srv, "logout"), 1);
+    assert!(
+        o.err
+            .starts_with("warning: could not end the session on the server (HTTP 503: down for maintenance)"),
+        "{}",
+        o.err
+    );
+    assert_eq!(read_config(&path)?, json!({"endpoint": srv.url()}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn logout_with_an_api_key_only_forgets_it_locally() -> TestResult {
+    let srv = MockServer::start(|_| data(json!({"logout": true}))).await?;
+    let home = tempfile::tempdir()?;
+    let (env, path) = session_env(&srv, &home, "tpk_key", None)?;
+    let o = tpctl(&env, &["logout"]).await?;
+    o.result?;
+    assert!(srv.requests().is_empty(), "an API key is not logged out on the server");
+    assert_eq!(read_config(&path)?, json!({"endpoint": srv.url()}));
+    assert!(o.out.starts_with("Removed the API key saved for"), "{}", o.out);
+    assert!(o.out.contains("the key itself stays valid"), "{}", o.out);
+
+    // Another endpoint than the saved one is refused, changing nothing.
+    let (env, path) = session_env(&srv, &home, "tpk_key", None)?;
+    let o = tpctl(&env, &["--endpoint", "http://127.0.0.1:9", "logout"]).await?;
+    assert!(o.result.is_err());
+    assert_eq!(read_config(&path)?["token"], "tpk_key");
+    Ok(())
+}

@@ -503,3 +503,182 @@ async fn last_owner_and_forbidden_refusals_keep_their_codes() -> TestResult {
     assert_eq!(err.as_ref().and_then(ClientError::code), Some("forbidden"));
     Ok(())
 }
+
+// Login sessions: refresh tokens, renewal, logout.
+
+fn gql_query(r: &Request) -> String {
+    let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+    body["query"].as_str().unwrap_or_default().to_owned()
+}
+
+fn gql_variables(r: &Request) -> Value {
+    let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+    body["variables"].clone()
+}
+
+fn login_json(token: &str, refresh: Option<&str>) -> Value {
+    let mut v = json!({"token": token, "expiresAt": "2026-03-01T12:15:00Z",
+                       "organization": {"id": "o1", "slug": "acme", "name": "Acme"}});
+    if let Some(r) = refresh {
+        v["refreshToken"] = json!(r);
+    }
+    v
+}
+
+fn expired() -> Reply {
+    Reply::json(
+        200,
+        json!({"data": null, "errors": [{"message": "token expired", "extensions": {"code": "unauthenticated"}}]}),
+    )
+}
+
+fn me_reply() -> Reply {
+    Reply::json(
+        200,
+        json!({"data": {"me": {"id": "u1", "name": "ada@example.com", "role": "member",
+                               "organization": {"id": "o1", "slug": "acme", "name": "Acme"}}}}),
+    )
+}
+
+#[tokio::test]
+async fn login_and_refresh_return_the_refresh_token() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let q = gql_query(r);
+        if q.contains("refresh(") {
+            Reply::json(200, json!({"data": {"refresh": login_json("a2", Some("r2"))}}))
+        } else if gql_variables(r)["email"] == "old@example.com" {
+            // A server from before refresh tokens.
+            Reply::json(200, json!({"data": {"login": login_json("a0", None)}}))
+        } else {
+            Reply::json(200, json!({"data": {"login": login_json("a1", Some("r1"))}}))
+        }
+    })
+    .await?;
+    let c = Client::new(&srv.url(), None)?;
+    let r = c.login("ada@example.com", "pw", None).await?;
+    assert_eq!((r.token.as_str(), r.refresh_token.as_deref()), ("a1", Some("r1")));
+    assert!(gql_query(&srv.requests()[0]).contains("token refreshToken expiresAt"));
+    let d = format!("{r:?}");
+    assert!(!d.contains("a1") && !d.contains("r1"), "{d}");
+
+    assert_eq!(c.login("old@example.com", "pw", None).await?.refresh_token, None);
+
+    // `refresh` goes without any credential, even from a client holding one.
+    let r = c.with_token(Some("expired-access".into())).refresh("r1").await?;
+    assert_eq!((r.token.as_str(), r.refresh_token.as_deref()), ("a2", Some("r2")));
+    let req = &srv.requests()[2];
+    assert!(req.header("authorization").is_none());
+    assert_eq!(gql_variables(req), json!({"refreshToken": "r1"}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_expired_session_is_renewed_once_and_the_request_retried() -> TestResult {
+    use std::sync::{Arc, Mutex};
+    let srv = MockServer::start(|r| {
+        if gql_query(r).contains("refresh(") {
+            return match gql_variables(r)["refreshToken"].as_str() {
+                Some("r1") => Reply::json(200, json!({"data": {"refresh": login_json("a2", Some("r2"))}})),
+                _ => Reply::json(
+                    200,
+                    json!({"data": null, "errors": [{"message": "refresh token was already used; the session is ended",
+                                                     "extensions": {"code": "unauthenticated"}}]}),
+                ),
+            };
+        }
+        match r.header("authorization").as_deref() {
+            Some("Bearer a2") => me_reply(),
+            _ => expired(),
+        }
+    })
+    .await?;
+    let saved: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = saved.clone();
+    let c = Client::new(&srv.url(), Some("a1".into()))?.with_session("r1".into(), move |r| {
+        sink.lock()
+            .map_err(|e| e.to_string())?
+            .push(format!("{} {:?}", r.token, r.refresh_token));
+        Ok(())
+    });
+    // Two requests failing at once still renew once: the rotated refresh token is never
+    // presented twice.
+    let (a, b) = tokio::join!(c.me(), c.me());
+    assert_eq!(a?.organization.slug, "acme");
+    assert_eq!(b?.organization.slug, "acme");
+    let refreshes = srv
+        .requests()
+        .iter()
+        .filter(|r| gql_query(r).contains("refresh("))
+        .count();
+    assert_eq!(refreshes, 1);
+    assert_eq!(saved.lock().map_err(|e| e.to_string())?.clone(), ["a2 Some(\"r2\")"]);
+    assert_eq!(c.token().as_deref(), Some("a2"));
+    assert_eq!(c.clone().token().as_deref(), Some("a2"), "clones share the session");
+
+    // A refresh the server refuses fails the call as a renewal failure, without retrying.
+    let c = Client::new(&srv.url(), Some("a0".into()))?.with_session("stale".into(), |_| Ok(()));
+    let before = srv.requests().len();
+    match c.me().await {
+        Err(ClientError::SessionRenewal { source }) => {
+            assert!(source.is_unauthenticated());
+            assert!(source.to_string().contains("already used"), "{source}");
+        }
+        other => panic!("expected a renewal failure, got {other:?}"),
+    }
+    assert_eq!(srv.requests().len() - before, 2, "the request and one refresh");
+
+    // Without a session an expired token is just refused.
+    let err = Client::new(&srv.url(), Some("a1".into()))?.me().await.err();
+    assert!(err.as_ref().is_some_and(ClientError::is_token_expired), "{err:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_retry_happens_once_and_save_failures_are_reported() -> TestResult {
+    // The renewed token is refused as expired too (a clock skew, say): no second round.
+    let srv = MockServer::start(|r| {
+        if gql_query(r).contains("refresh(") {
+            Reply::json(200, json!({"data": {"refresh": login_json("a2", Some("r2"))}}))
+        } else {
+            expired()
+        }
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("a1".into()))?.with_session("r1".into(), |_| Ok(()));
+    let err = c.me().await.err();
+    assert!(err.as_ref().is_some_and(ClientError::is_token_expired), "{err:?}");
+    let reqs = srv.requests();
+    assert_eq!(reqs.len(), 3, "request, refresh, one retry");
+    assert_eq!(reqs[2].header("authorization").as_deref(), Some("Bearer a2"));
+
+    let c = Client::new(&srv.url(), Some("a1".into()))?.with_session("r1".into(), |_| Err("disk full".into()));
+    let err = c.me().await.err();
+    assert!(
+        matches!(&err, Some(ClientError::SessionSave(m)) if m == "disk full"),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn logout_sends_the_mutation_with_the_token() -> TestResult {
+    let srv = MockServer::start(|r| {
+        if r.header("authorization").as_deref() == Some("Bearer tpk_key") {
+            Reply::json(
+                200,
+                json!({"data": null, "errors": [{"message": "only a login session can log out",
+                                                 "extensions": {"code": "bad_request"}}]}),
+            )
+        } else {
+            Reply::json(200, json!({"data": {"logout": true}}))
+        }
+    })
+    .await?;
+    Client::new(&srv.url(), Some("a1".into()))?.logout().await?;
+    let r = &srv.requests()[0];
+    assert_eq!(gql_query(r), "mutation { logout }");
+    assert_eq!(r.header("authorization").as_deref(), Some("Bearer a1"));
+    let err = Client::new(&srv.url(), Some("tpk_key".into()))?.logout().await.err();
+    assert_eq!(err.as_ref().and_then(ClientError::code), Some("bad_request"));
+    Ok(())
+}
