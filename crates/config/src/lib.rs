@@ -108,6 +108,8 @@ pub struct AuthConfig {
     pub refresh_ttl_secs: u64,
     /// Upper bound of a run token's life; it also dies when its run ends.
     pub run_token_ttl_secs: u64,
+    /// Anyone may create an account and an organization they own (`signUp`).
+    pub signup_enabled: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -182,6 +184,7 @@ impl Default for AuthConfig {
             session_ttl_secs: 900,
             refresh_ttl_secs: 30 * 24 * 3600,
             run_token_ttl_secs: 6 * 3600,
+            signup_enabled: false,
         }
     }
 }

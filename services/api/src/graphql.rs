@@ -1028,6 +1028,32 @@ impl MutationRoot {
         })
     }
 
+    /// Creates an account and an organization it owns, when the instance allows sign-up,
+    /// and logs in to it.
+    async fn sign_up(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        password: String,
+        organization: String,
+        organization_name: Option<String>,
+    ) -> async_graphql::Result<LoginResult> {
+        let st = state(ctx);
+        let meta = ctx.data::<crate::auth::RequestMeta>().cloned().unwrap_or_default();
+        let (user, org) = service::sign_up(st, &meta, &email, &password, &organization, organization_name).await?;
+        let (token, refresh_token, expires_at) = start_session(st, user.id, org.id, st.clock.now()).await?;
+        Ok(LoginResult {
+            token,
+            refresh_token,
+            expires_at,
+            organization: Organization {
+                id: ID(org.id.to_string()),
+                slug: org.slug,
+                name: org.name,
+            },
+        })
+    }
+
     /// Exchanges a refresh token for a new access token and a new refresh token (the old
     /// one stops working; presenting it again ends the session).
     async fn refresh(&self, ctx: &Context<'_>, refresh_token: String) -> async_graphql::Result<LoginResult> {

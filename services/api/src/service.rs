@@ -438,6 +438,59 @@ pub async fn create_org(st: &AppState, p: &Principal, slug: &str, name: &str) ->
     Ok(org)
 }
 
+/// Self-service sign-up (when the instance enables it): a new account and a new
+/// organization it owns, in one transaction.
+pub async fn sign_up(
+    st: &AppState,
+    meta: &crate::auth::RequestMeta,
+    email: &str,
+    password: &str,
+    org_slug: &str,
+    org_name: Option<String>,
+) -> ApiResult<(User, Organization)> {
+    if !st.cfg.auth.signup_enabled {
+        return Err(ApiError::Forbidden(
+            "sign-up is disabled on this instance; ask an administrator".into(),
+        ));
+    }
+    validate_email(email)?;
+    if password.chars().count() < 12 {
+        return Err(ApiError::BadRequest("a password needs at least 12 characters".into()));
+    }
+    let slug = parse_slug(org_slug)?;
+    let name = org_name
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| slug.to_string());
+    let pw = password.to_owned();
+    let hash = tokio::task::spawn_blocking(move || hash_password(&pw))
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))??;
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let user = tx
+        .create_user(email, email.split('@').next().unwrap_or(email), Some(hash), false, now)
+        .await
+        .map_err(store_err("user_exists"))?;
+    let org = tx
+        .create_org(slug.as_str(), &name, now)
+        .await
+        .map_err(store_err("organization_exists"))?;
+    tx.add_member(org.id, user.id, "owner", now).await?;
+    let e = NewAuditEvent {
+        actor: user.email.clone(),
+        action: "signup".into(),
+        target_kind: "organization".into(),
+        target: org.slug.clone(),
+        after: Some(serde_json::json!({ "email": user.email, "organization": org.slug })),
+        request_id: meta.request_id.clone(),
+        client_ip: meta.client_ip.clone(),
+        ..Default::default()
+    };
+    tx.scope(org.id).append_audit(e, now).await?;
+    tx.commit().await?;
+    Ok((user, org))
+}
+
 /// The caller's organizations; every organization for instance administrators.
 pub async fn list_orgs(st: &AppState, p: &Principal) -> ApiResult<Vec<Organization>> {
     p.require_member()?;

@@ -38,6 +38,8 @@ pub struct Options {
     pub heartbeat_secs: u64,
     pub max_state_bytes: usize,
     pub terraform_bin: Option<PathBuf>,
+    /// Self-service sign-up enabled.
+    pub signup: bool,
 }
 
 impl Default for Options {
@@ -48,6 +50,7 @@ impl Default for Options {
             heartbeat_secs: 2,
             max_state_bytes: 64 * 1024 * 1024,
             terraform_bin: None,
+            signup: false,
         }
     }
 }
@@ -104,6 +107,7 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
     cfg.scheduler.lease_secs = opts.lease_secs;
     cfg.scheduler.heartbeat_secs = opts.heartbeat_secs;
     cfg.api.max_state_bytes = opts.max_state_bytes;
+    cfg.auth.signup_enabled = opts.signup;
     let mut pg_db = None;
     let mut rabbit_prefix = None;
     let memory = MemoryQueue::new();

@@ -100,3 +100,88 @@ both_backends!(
     },
     sessions
 );
+
+const SIGN_UP: &str = "mutation($e: String!, $p: String!, $o: String!) { signUp(email: $e, password: $p, organization: $o) { token organization { slug } } }";
+
+async fn sign_up_disabled(app: TestApp) {
+    let r = gql(
+        &app,
+        None,
+        SIGN_UP,
+        json!({"e": "new@example.com", "p": "a-long-password-1", "o": "newco"}),
+    )
+    .await;
+    assert_eq!(r["errors"][0]["extensions"]["code"], "forbidden", "{r}");
+    assert!(
+        app.store.get_user_by_email("new@example.com").await.is_err(),
+        "nothing created"
+    );
+    app.teardown().await;
+}
+both_backends!(
+    signup_disabled,
+    Options {
+        runners: 0,
+        ..Options::default()
+    },
+    sign_up_disabled
+);
+
+async fn sign_up_enabled(app: TestApp) {
+    let r = gql(
+        &app,
+        None,
+        SIGN_UP,
+        json!({"e": "new@example.com", "p": "a-long-password-1", "o": "newco"}),
+    )
+    .await;
+    assert_eq!(r["data"]["signUp"]["organization"]["slug"], "newco", "{r}");
+    let token = r["data"]["signUp"]["token"].as_str().unwrap().to_owned();
+    let me = gql(
+        &app,
+        Some(&token),
+        "{ me { name role organization { slug } } stacks { id } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(me["data"]["me"]["role"], "owner");
+    assert_eq!(
+        me["data"]["stacks"],
+        json!([]),
+        "a new organization sees nothing of others"
+    );
+    for (vars, code) in [
+        (
+            json!({"e": "new@example.com", "p": "a-long-password-1", "o": "other"}),
+            "user_exists",
+        ),
+        (
+            json!({"e": "x@example.com", "p": "a-long-password-1", "o": "newco"}),
+            "organization_exists",
+        ),
+        (json!({"e": "y@example.com", "p": "short", "o": "y"}), "bad_request"),
+        (
+            json!({"e": "not-an-email", "p": "a-long-password-1", "o": "z"}),
+            "bad_request",
+        ),
+        (
+            json!({"e": "z@example.com", "p": "a-long-password-1", "o": "Bad Slug"}),
+            "bad_request",
+        ),
+    ] {
+        let r = gql(&app, None, SIGN_UP, vars.clone()).await;
+        assert_eq!(r["errors"][0]["extensions"]["code"], code, "{vars}: {r}");
+    }
+    // A refused sign-up leaves nothing half-made.
+    assert!(app.store.get_user_by_email("x@example.com").await.is_err());
+    app.teardown().await;
+}
+both_backends!(
+    signup_enabled,
+    Options {
+        runners: 0,
+        signup: true,
+        ..Options::default()
+    },
+    sign_up_enabled
+);
