@@ -10,6 +10,7 @@ pub mod graphql;
 pub mod limiter;
 pub mod runner_api;
 pub mod service;
+pub mod sso;
 pub mod state_backend;
 
 use std::net::TcpListener;
