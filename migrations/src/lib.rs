@@ -8,6 +8,7 @@ mod m20261130_000002_create_spaces_teams_bindings;
 mod m20261130_000003_create_audit_events;
 mod m20261130_000004_create_audit_delivery;
 mod m20261130_000005_create_sessions;
+mod m20261130_000006_create_sso;
 
 pub struct Migrator;
 
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000003_create_audit_events::Migration),
             Box::new(m20261130_000004_create_audit_delivery::Migration),
             Box::new(m20261130_000005_create_sessions::Migration),
+            Box::new(m20261130_000006_create_sso::Migration),
         ]
     }
 }

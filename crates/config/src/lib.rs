@@ -43,6 +43,21 @@ pub struct Config {
     pub runner: RunnerConfig,
     pub bootstrap: BootstrapConfig,
     pub audit: AuditConfig,
+    pub sso: SsoConfig,
+}
+
+/// OpenID Connect single sign-on (authorization code flow with PKCE).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SsoConfig {
+    /// The provider's issuer URL (its `/.well-known/openid-configuration` is read).
+    pub oidc_issuer: Option<String>,
+    pub oidc_client_id: Option<String>,
+    pub oidc_client_secret: Option<Secret>,
+    /// The ID token claim holding group names; groups map to teams of the same slug.
+    pub oidc_groups_claim: Option<String>,
+    /// The organization SSO users join (as members) and log in to; `default` if unset.
+    pub oidc_organization: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

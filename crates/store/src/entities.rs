@@ -351,3 +351,32 @@ pub mod sessions {
     }
     no_relations!();
 }
+
+pub mod sso_logins {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "sso_logins")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub state: String,
+        pub nonce: String,
+        pub verifier: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod sso_identities {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "sso_identities")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub issuer: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub subject: String,
+        pub user_id: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}

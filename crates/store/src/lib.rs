@@ -10,6 +10,7 @@ pub mod error;
 pub mod records;
 mod runs;
 mod sessions;
+mod sso;
 mod state;
 mod tenant;
 

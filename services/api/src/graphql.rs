@@ -659,7 +659,7 @@ pub struct AuditVerification {
     event_id: Option<String>,
 }
 
-async fn start_session(
+pub(crate) async fn start_session(
     st: &AppState,
     user: terraplane_domain::UserId,
     org: terraplane_domain::OrgId,

@@ -154,6 +154,8 @@ pub const REST_ROUTES: &[(&str, &str)] = &[
     ("PUT", "/api/v1/runner/runs/{run}/plan"),
     ("GET", "/api/v1/runner/runs/{run}/plan"),
     ("POST", "/api/v1/runner/runs/{run}/result"),
+    ("GET", "/auth/oidc/login"),
+    ("GET", "/auth/oidc/callback"),
 ];
 
 pub struct Application {
@@ -180,6 +182,7 @@ impl Application {
                 .route("/graphql/ws", web::get().to(graphql_ws))
                 .configure(|c| state_backend::config(c, max_state))
                 .configure(|c| runner_api::config(c, max_plan))
+                .configure(sso::flow::config)
                 .route("/", web::get().to(index))
         })
         .disable_signals()

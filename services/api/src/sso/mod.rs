@@ -1,4 +1,6 @@
-//! Single sign-on. `oidc` verifies OpenID Connect ID tokens against the provider's JWKS;
-//! the authorization-code flow (PKCE, state, nonce) and user provisioning build on it.
+//! Single sign-on: the OpenID Connect authorization code flow with PKCE (`flow`), ID token
+//! verification (`oidc`) and what a verified login does (`provision`).
 
+pub mod flow;
 pub mod oidc;
+pub mod provision;

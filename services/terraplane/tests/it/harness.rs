@@ -40,6 +40,8 @@ pub struct Options {
     pub terraform_bin: Option<PathBuf>,
     /// Self-service sign-up enabled.
     pub signup: bool,
+    /// An OpenID provider for single sign-on (client `terraplane-test`).
+    pub sso_issuer: Option<String>,
 }
 
 impl Default for Options {
@@ -51,6 +53,7 @@ impl Default for Options {
             max_state_bytes: 64 * 1024 * 1024,
             terraform_bin: None,
             signup: false,
+            sso_issuer: None,
         }
     }
 }
@@ -108,6 +111,11 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
     cfg.scheduler.heartbeat_secs = opts.heartbeat_secs;
     cfg.api.max_state_bytes = opts.max_state_bytes;
     cfg.auth.signup_enabled = opts.signup;
+    if let Some(issuer) = &opts.sso_issuer {
+        cfg.sso.oidc_issuer = Some(issuer.clone());
+        cfg.sso.oidc_client_id = Some("terraplane-test".into());
+        cfg.sso.oidc_client_secret = Some(Secret::new("sso-client-secret"));
+    }
     let mut pg_db = None;
     let mut rabbit_prefix = None;
     let memory = MemoryQueue::new();

@@ -14,4 +14,5 @@ mod production;
 mod rbac;
 mod resilience;
 mod sessions;
+mod sso;
 mod state_backend;

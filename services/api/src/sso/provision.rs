@@ -1,0 +1,85 @@
+//! After a verified ID token: find the user by provider identity, else link by email,
+//! else create them; make them a member of the SSO organization; add them to the teams
+//! named by their groups; open a login session.
+
+use serde::Serialize;
+use terraplane_store::{NewAuditEvent, StoreError};
+
+use crate::AppState;
+use crate::auth::RequestMeta;
+use crate::error::{ApiError, ApiResult};
+use crate::sso::oidc::IdClaims;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SsoLogin {
+    pub token: String,
+    pub refresh_token: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    pub organization: String,
+    pub email: String,
+    pub teams: Vec<String>,
+}
+
+pub async fn sign_in(st: &AppState, org_slug: &str, c: &IdClaims, meta: &RequestMeta) -> ApiResult<SsoLogin> {
+    let now = st.clock.now();
+    let org = st.store.get_org_by_slug(org_slug).await?;
+    let user = match st.store.find_sso_identity(&c.iss, &c.sub).await? {
+        Some(id) => st.store.get_user(id).await?,
+        None => {
+            let email =
+                c.email.as_deref().filter(|e| e.contains('@')).ok_or_else(|| {
+                    ApiError::Unauthenticated("single sign-on refused: the ID token has no email".into())
+                })?;
+            if c.email_verified == Some(false) {
+                return Err(ApiError::Unauthenticated(
+                    "single sign-on refused: the email is not verified".into(),
+                ));
+            }
+            let user = match st.store.get_user_by_email(email).await {
+                Ok(u) => u,
+                Err(StoreError::NotFound(_)) => {
+                    let name = c
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| email.split('@').next().unwrap_or(email).to_owned());
+                    st.store.create_user(email, &name, None, false, now).await?
+                }
+                Err(e) => return Err(e.into()),
+            };
+            st.store.link_sso_identity(&c.iss, &c.sub, user.id, now).await?;
+            user
+        }
+    };
+    let scope = st.store.scope(org.id);
+    if scope.member_role(user.id).await?.is_none() {
+        st.store.add_member(org.id, user.id, "member", now).await?;
+    }
+    let mut teams = Vec::new();
+    for t in scope.list_teams().await? {
+        if c.groups.iter().any(|g| g == &t.slug) {
+            scope.add_team_member(t.id, user.id, now).await?;
+            teams.push(t.slug);
+        }
+    }
+    let e = NewAuditEvent {
+        actor: user.email.clone(),
+        action: "login.sso".into(),
+        target_kind: "user".into(),
+        target: user.email.clone(),
+        after: Some(serde_json::json!({ "issuer": c.iss, "subject": c.sub, "teams": teams })),
+        request_id: meta.request_id.clone(),
+        client_ip: meta.client_ip.clone(),
+        ..Default::default()
+    };
+    scope.append_audit(e, now).await?;
+    let (token, refresh_token, expires_at) = crate::graphql::start_session(st, user.id, org.id, now).await?;
+    Ok(SsoLogin {
+        token,
+        refresh_token,
+        expires_at,
+        organization: org.slug,
+        email: user.email,
+        teams,
+    })
+}
