@@ -58,6 +58,14 @@ pub struct SsoConfig {
     pub oidc_groups_claim: Option<String>,
     /// The organization SSO users join (as members) and log in to; `default` if unset.
     pub oidc_organization: Option<String>,
+    /// GitHub OAuth app; users join `oidc_organization` too, and their GitHub teams
+    /// (`team-slug`) map to teams of the same slug.
+    pub github_client_id: Option<String>,
+    pub github_client_secret: Option<Secret>,
+    /// GitHub Enterprise or a test server: `https://github.com` by default.
+    pub github_url: Option<String>,
+    /// The REST API: `https://api.github.com` by default.
+    pub github_api_url: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

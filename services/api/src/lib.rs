@@ -156,6 +156,8 @@ pub const REST_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/runner/runs/{run}/result"),
     ("GET", "/auth/oidc/login"),
     ("GET", "/auth/oidc/callback"),
+    ("GET", "/auth/github/login"),
+    ("GET", "/auth/github/callback"),
 ];
 
 pub struct Application {
@@ -183,6 +185,7 @@ impl Application {
                 .configure(|c| state_backend::config(c, max_state))
                 .configure(|c| runner_api::config(c, max_plan))
                 .configure(sso::flow::config)
+                .configure(sso::github::config)
                 .route("/", web::get().to(index))
         })
         .disable_signals()

@@ -42,6 +42,8 @@ pub struct Options {
     pub signup: bool,
     /// An OpenID provider for single sign-on (client `terraplane-test`).
     pub sso_issuer: Option<String>,
+    /// A GitHub stand-in (web and API at the same address).
+    pub github_url: Option<String>,
 }
 
 impl Default for Options {
@@ -54,6 +56,7 @@ impl Default for Options {
             terraform_bin: None,
             signup: false,
             sso_issuer: None,
+            github_url: None,
         }
     }
 }
@@ -115,6 +118,12 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
         cfg.sso.oidc_issuer = Some(issuer.clone());
         cfg.sso.oidc_client_id = Some("terraplane-test".into());
         cfg.sso.oidc_client_secret = Some(Secret::new("sso-client-secret"));
+    }
+    if let Some(gh) = &opts.github_url {
+        cfg.sso.github_client_id = Some("gh-client".into());
+        cfg.sso.github_client_secret = Some(Secret::new("gh-secret"));
+        cfg.sso.github_url = Some(gh.clone());
+        cfg.sso.github_api_url = Some(gh.clone());
     }
     let mut pg_db = None;
     let mut rabbit_prefix = None;

@@ -259,3 +259,124 @@ sso_tests!(
     sso_provisions_the_user_and_maps_groups_to_teams => provisions_and_maps_groups,
     sso_refuses_bad_state_nonce_issuer_audience_and_expiry => refuses_bad_logins,
 );
+
+/// A GitHub stand-in: OAuth token endpoint (checks PKCE) and the REST API.
+async fn github(verified: bool) -> (MockServer, Arc<Mutex<HashMap<String, String>>>) {
+    let codes: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let c = codes.clone();
+    let server = MockServer::start(move |r: &Request| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/login/oauth/access_token") => {
+            let f = form(&r.body);
+            let Some(challenge) = f.get("code").and_then(|code| c.lock().unwrap().remove(code)) else {
+                return Reply::json(400, json!({"error": "bad_verification_code"}));
+            };
+            let verifier = f.get("code_verifier").cloned().unwrap_or_default();
+            let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
+            if computed != challenge {
+                return Reply::json(400, json!({"error": "bad_verification_code"}));
+            }
+            Reply::json(
+                200,
+                json!({"access_token": "gho_test", "token_type": "bearer", "scope": "read:user"}),
+            )
+        }
+        ("GET", "/user") if r.header("authorization").as_deref() == Some("Bearer gho_test") => {
+            Reply::json(200, json!({"id": 4242, "login": "octo", "name": "Octo Cat"}))
+        }
+        ("GET", "/user/emails") => Reply::json(
+            200,
+            json!([{"email": "octo@example.com", "primary": true, "verified": verified}]),
+        ),
+        ("GET", "/user/teams") => Reply::json(200, json!([{"slug": "infra-leads"}, {"slug": "other"}])),
+        _ => Reply::text(404, "not found"),
+    })
+    .await
+    .unwrap();
+    (server, codes)
+}
+
+async fn github_login(app: &TestApp, codes: &Arc<Mutex<HashMap<String, String>>>) -> (u16, Value) {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = http
+        .get(format!("{}/auth/github/login", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 302);
+    let loc = url::Url::parse(r.headers()["location"].to_str().unwrap()).unwrap();
+    assert_eq!(loc.path(), "/login/oauth/authorize");
+    let q: HashMap<String, String> = loc.query_pairs().into_owned().collect();
+    let code = format!("gh-{}", uuid::Uuid::new_v4());
+    codes.lock().unwrap().insert(code.clone(), q["code_challenge"].clone());
+    let r = http
+        .get(format!("{}/auth/github/callback", app.base))
+        .query(&[("code", code.as_str()), ("state", q["state"].as_str())])
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn github_app(server: &MockServer, backend: Backend) -> Option<TestApp> {
+    let mut opts = Options {
+        runners: 0,
+        ..Options::default()
+    };
+    opts.github_url = Some(server.url().trim_end_matches('/').to_owned());
+    spawn(backend, opts).await
+}
+
+async fn github_maps_teams(backend: Backend) {
+    let (server, codes) = github(true).await;
+    let Some(app) = github_app(&server, backend).await else {
+        return;
+    };
+    app.client
+        .graphql::<Value>("mutation { teamCreate(slug: \"infra-leads\") { id } }", json!({}))
+        .await
+        .unwrap();
+    let (status, body) = github_login(&app, &codes).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["email"], "octo@example.com");
+    assert_eq!(body["teams"], json!(["infra-leads"]));
+    let me = app.client.with_token(Some(body["token"].as_str().unwrap().to_owned()));
+    let v: Value = me.graphql("{ me { name } }", json!({})).await.unwrap();
+    assert_eq!(v["me"]["name"], "octo@example.com");
+    let teams: Value = app.client.graphql("{ teams { id members } }", json!({})).await.unwrap();
+    assert_eq!(
+        teams["teams"],
+        json!([{"id": "infra-leads", "members": ["octo@example.com"]}])
+    );
+    // A forged state is refused before GitHub is asked anything.
+    let http = reqwest::Client::new();
+    let r = http
+        .get(format!("{}/auth/github/callback?code=x&state=forged", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    app.teardown().await;
+}
+
+async fn github_requires_verified_email(backend: Backend) {
+    let (server, codes) = github(false).await;
+    let Some(app) = github_app(&server, backend).await else {
+        return;
+    };
+    let (status, body) = github_login(&app, &codes).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("verified"), "{body}");
+    assert!(
+        app.store.get_user_by_email("octo@example.com").await.is_err(),
+        "nothing provisioned"
+    );
+    app.teardown().await;
+}
+
+sso_tests!(
+    github_provisions_and_maps_teams => github_maps_teams,
+    github_refuses_unverified_emails => github_requires_verified_email,
+);
