@@ -25,6 +25,7 @@ impl MigrationTrait for Migration {
                 .col(string_len(n("state"), 128).primary_key())
                 .col(string_len(n("nonce"), 128))
                 .col(string_len(n("verifier"), 128))
+                .col(string_null(n("return_to")))
                 .col(timestamp_with_time_zone(n("created_at")))
                 .to_owned(),
         )

@@ -361,6 +361,7 @@ pub mod sso_logins {
         pub state: String,
         pub nonce: String,
         pub verifier: String,
+        pub return_to: Option<String>,
         pub created_at: DateTimeUtc,
     }
     no_relations!();

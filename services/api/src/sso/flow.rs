@@ -120,7 +120,13 @@ pub fn config(cfg: &mut web::ServiceConfig) {
         .route("/auth/oidc/callback", web::get().to(callback));
 }
 
-async fn login(st: web::Data<Shared>) -> ApiResult<HttpResponse> {
+#[derive(Deserialize)]
+struct Start {
+    return_to: Option<String>,
+}
+
+async fn login(st: web::Data<Shared>, start: web::Query<Start>) -> ApiResult<HttpResponse> {
+    let return_to = crate::sso::provision::loopback_return_to(start.return_to.as_deref())?;
     let s = settings(&st)?;
     let http = http()?;
     let d = discover(&http, &s.issuer).await?;
@@ -136,7 +142,7 @@ async fn login(st: web::Data<Shared>) -> ApiResult<HttpResponse> {
         .set_pkce_challenge(challenge)
         .url();
     st.store
-        .create_sso_login(csrf.secret(), &nonce, verifier.secret(), st.clock.now())
+        .create_sso_login(csrf.secret(), &nonce, verifier.secret(), return_to, st.clock.now())
         .await?;
     Ok(HttpResponse::Found()
         .insert_header(("Location", url.to_string()))
@@ -164,7 +170,7 @@ async fn callback(st: web::Data<Shared>, req: HttpRequest, q: web::Query<Callbac
         return Err(ApiError::BadRequest("the callback needs code and state".into()));
     };
     let now = st.clock.now();
-    let Some((nonce, verifier)) = st.store.take_sso_login(state, now).await? else {
+    let Some((nonce, verifier, return_to)) = st.store.take_sso_login(state, now).await? else {
         return Err(refused("unknown, reused or expired login state".into()));
     };
     let http = http()?;
@@ -196,5 +202,5 @@ async fn callback(st: web::Data<Shared>, req: HttpRequest, q: web::Query<Callbac
     let _ = token.access_token();
     let meta = RequestMeta::of(&req);
     let body = crate::sso::provision::sign_in(&st, &s.organization, &claims, &meta).await?;
-    Ok(HttpResponse::Ok().json(body))
+    crate::sso::provision::respond(body, return_to)
 }

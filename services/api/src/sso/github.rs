@@ -70,7 +70,13 @@ pub fn config(cfg: &mut web::ServiceConfig) {
         .route("/auth/github/callback", web::get().to(callback));
 }
 
-async fn login(st: web::Data<Shared>) -> ApiResult<HttpResponse> {
+#[derive(Deserialize)]
+struct Start {
+    return_to: Option<String>,
+}
+
+async fn login(st: web::Data<Shared>, start: web::Query<Start>) -> ApiResult<HttpResponse> {
+    let return_to = crate::sso::provision::loopback_return_to(start.return_to.as_deref())?;
     let s = settings(&st)?;
     let c = github_client!(st, s);
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
@@ -83,7 +89,7 @@ async fn login(st: web::Data<Shared>) -> ApiResult<HttpResponse> {
         .url();
     // GitHub has no nonce; the state alone binds the callback to this login.
     st.store
-        .create_sso_login(csrf.secret(), "", verifier.secret(), st.clock.now())
+        .create_sso_login(csrf.secret(), "", verifier.secret(), return_to, st.clock.now())
         .await?;
     Ok(HttpResponse::Found()
         .insert_header(("Location", url.to_string()))
@@ -139,7 +145,7 @@ async fn callback(st: web::Data<Shared>, req: HttpRequest, q: web::Query<Callbac
     let (Some(code), Some(state)) = (&q.code, &q.state) else {
         return Err(ApiError::BadRequest("the callback needs code and state".into()));
     };
-    let Some((_, verifier)) = st.store.take_sso_login(state, st.clock.now()).await? else {
+    let Some((_, verifier, return_to)) = st.store.take_sso_login(state, st.clock.now()).await? else {
         return Err(refused("unknown, reused or expired login state".into()));
     };
     let http = reqwest::Client::builder()
@@ -173,5 +179,5 @@ async fn callback(st: web::Data<Shared>, req: HttpRequest, q: web::Query<Callbac
         groups: teams.into_iter().map(|t| t.slug).collect(),
     };
     let body = crate::sso::provision::sign_in(&st, &s.organization, &claims, &RequestMeta::of(&req)).await?;
-    Ok(HttpResponse::Ok().json(body))
+    crate::sso::provision::respond(body, return_to)
 }

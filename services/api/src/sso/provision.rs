@@ -21,6 +21,40 @@ pub struct SsoLogin {
     pub teams: Vec<String>,
 }
 
+/// Where a CLI waits for the result: only a loopback address (`http://127.0.0.1:PORT/…`
+/// or `http://localhost:PORT/…`) is accepted, so tokens never leave the user's machine.
+pub fn loopback_return_to(raw: Option<&str>) -> ApiResult<Option<String>> {
+    let Some(raw) = raw else { return Ok(None) };
+    let u = url::Url::parse(raw).map_err(|_| ApiError::BadRequest("return_to is not a URL".into()))?;
+    let loopback =
+        u.scheme() == "http" && matches!(u.host_str(), Some("127.0.0.1" | "localhost")) && u.port().is_some();
+    if !loopback {
+        return Err(ApiError::BadRequest(
+            "return_to must be http://127.0.0.1:PORT/… (a local CLI)".into(),
+        ));
+    }
+    Ok(Some(u.to_string()))
+}
+
+/// The answer to a successful callback: JSON, or a redirect to the waiting CLI.
+pub fn respond(body: SsoLogin, return_to: Option<String>) -> ApiResult<actix_web::HttpResponse> {
+    match return_to {
+        None => Ok(actix_web::HttpResponse::Ok().json(body)),
+        Some(r) => {
+            let mut u = url::Url::parse(&r).map_err(|e| ApiError::Internal(e.into()))?;
+            u.query_pairs_mut()
+                .append_pair("token", &body.token)
+                .append_pair("refresh_token", &body.refresh_token)
+                .append_pair("expires_at", &body.expires_at.to_rfc3339())
+                .append_pair("organization", &body.organization)
+                .append_pair("email", &body.email);
+            Ok(actix_web::HttpResponse::Found()
+                .insert_header(("Location", u.to_string()))
+                .finish())
+        }
+    }
+}
+
 pub async fn sign_in(st: &AppState, org_slug: &str, c: &IdClaims, meta: &RequestMeta) -> ApiResult<SsoLogin> {
     let now = st.clock.now();
     let org = st.store.get_org_by_slug(org_slug).await?;

@@ -185,6 +185,53 @@ async fn provisions_and_maps_groups(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(ev["auditEvents"].as_array().unwrap().len(), 2);
+    // A CLI waiting on a loopback port gets the session by redirect; other targets are refused.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for bad in [
+        "https://evil.example/cb",
+        "http://10.0.0.1:8080/cb",
+        "http://127.0.0.1/cb",
+    ] {
+        let r = http
+            .get(format!("{}/auth/oidc/login", app.base))
+            .query(&[("return_to", bad)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+    }
+    let r = http
+        .get(format!("{}/auth/oidc/login", app.base))
+        .query(&[("return_to", "http://127.0.0.1:9/callback")])
+        .send()
+        .await
+        .unwrap();
+    let loc = url::Url::parse(r.headers()["location"].to_str().unwrap()).unwrap();
+    let q: HashMap<String, String> = loc.query_pairs().into_owned().collect();
+    let code = "cli-code".to_owned();
+    p.codes
+        .lock()
+        .unwrap()
+        .insert(code.clone(), (q["nonce"].clone(), q["code_challenge"].clone()));
+    let r = http
+        .get(format!("{}/auth/oidc/callback", app.base))
+        .query(&[("code", code.as_str()), ("state", q["state"].as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 302);
+    let back = url::Url::parse(r.headers()["location"].to_str().unwrap()).unwrap();
+    assert_eq!(back.host_str(), Some("127.0.0.1"));
+    assert_eq!(back.port(), Some(9));
+    let got: HashMap<String, String> = back.query_pairs().into_owned().collect();
+    assert!(
+        got["token"].len() > 20 && got["refresh_token"].starts_with("tpr_"),
+        "{got:?}"
+    );
+    assert_eq!(got["organization"], "default");
     app.teardown().await;
 }
 
