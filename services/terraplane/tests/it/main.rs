@@ -13,6 +13,7 @@ mod lifecycle;
 mod production;
 mod rbac;
 mod resilience;
+mod roles;
 mod sessions;
 mod sso;
 mod state_backend;
