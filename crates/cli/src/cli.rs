@@ -42,8 +42,9 @@ pub enum OutputFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Log in with email and password (or store an API key given with --token) and save the
-    /// credential to the config file ($TPCTL_CONFIG or ~/.config/tpctl/config.json)
+    /// Log in with email and password, or in the browser with --sso (or store an API key
+    /// given with --token), and save the credential to the config file ($TPCTL_CONFIG or
+    /// ~/.config/tpctl/config.json)
     Login(LoginArgs),
     /// End the saved login session on the server and remove its tokens from the config
     /// file (a saved API key is only forgotten locally; the endpoint stays)
@@ -93,6 +94,14 @@ pub struct LoginArgs {
     /// Read the password from stdin
     #[arg(long)]
     pub password_stdin: bool,
+    /// Sign in in the browser through the server's single sign-on (OpenID Connect): prints
+    /// a URL to open, then waits for the browser to come back to a local port. Logs in to
+    /// the organization the server's single sign-on is configured for
+    #[arg(long, conflicts_with_all = ["email", "password", "password_stdin", "token"])]
+    pub sso: bool,
+    /// With --sso: sign in with GitHub instead of OpenID Connect
+    #[arg(long, requires = "sso")]
+    pub github: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -590,6 +599,40 @@ mod tests {
         assert_eq!(
             usage_error(&["login", "--password", "x", "--password-stdin"]),
             Some(ErrorKind::ArgumentConflict)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn login_sso() -> TestResult {
+        let c = parse(&["login", "--sso", "--endpoint", "http://x", "--org", "acme"])?;
+        assert_eq!(
+            (c.endpoint.as_deref(), c.org.as_deref()),
+            (Some("http://x"), Some("acme"))
+        );
+        let Command::Login(a) = c.command else {
+            panic!("not login")
+        };
+        assert!(a.sso && !a.github && a.email.is_none());
+        let Command::Login(a) = parse(&["login", "--sso", "--github"])?.command else {
+            panic!("not login")
+        };
+        assert!(a.sso && a.github);
+
+        for other in [
+            &["--email", "a@b.c"][..],
+            &["--password", "pw"],
+            &["--password-stdin"],
+            &["--token", "key-1"],
+        ] {
+            let args: Vec<&str> = ["login", "--sso"].iter().chain(other).copied().collect();
+            assert_eq!(usage_error(&args), Some(ErrorKind::ArgumentConflict), "{other:?}");
+        }
+        // A global flag before the subcommand escapes clap's conflict; `login` refuses it.
+        assert!(parse(&["--token", "key-1", "login", "--sso"]).is_ok());
+        assert_eq!(
+            usage_error(&["login", "--github"]),
+            Some(ErrorKind::MissingRequiredArgument)
         );
         Ok(())
     }

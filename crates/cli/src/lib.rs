@@ -25,6 +25,24 @@ pub use config::EnvLookup;
 /// How often `--wait` and `--follow` ask the server.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
+/// How long `login --sso` waits for the browser to come back.
+pub const SSO_TIMEOUT: Duration = Duration::from_secs(300);
+
+tokio::task_local! {
+    static SSO_TIMEOUT_OVERRIDE: Duration;
+}
+
+/// Runs `f` with `login --sso` waiting `timeout` for the browser instead of
+/// [`SSO_TIMEOUT`]; for tests.
+#[doc(hidden)]
+pub async fn with_sso_timeout<F: Future>(timeout: Duration, f: F) -> F::Output {
+    SSO_TIMEOUT_OVERRIDE.scope(timeout, f).await
+}
+
+fn sso_timeout() -> Duration {
+    SSO_TIMEOUT_OVERRIDE.try_with(|d| *d).unwrap_or(SSO_TIMEOUT)
+}
+
 /// What a command talks to besides the server.
 pub struct Context<'a> {
     pub env: EnvLookup<'a>,

@@ -1,6 +1,7 @@
-//! `tpctl login`: get a credential (password login, or an API key checked with `me`) and
-//! save it with its endpoint to the config file; a password login also saves the refresh
-//! token that renews its short-lived access token. `tpctl logout` undoes it.
+//! `tpctl login`: get a credential (password login, browser single sign-on, or an API key
+//! checked with `me`) and save it with its endpoint to the config file; a login session
+//! also saves the refresh token that renews its short-lived access token. `tpctl logout`
+//! undoes it.
 
 use std::io::{BufRead, IsTerminal, Read};
 
@@ -18,12 +19,29 @@ use crate::{Context, output};
 struct LoginOutput {
     endpoint: String,
     name: String,
-    organization: Organization,
+    organization: LoginOrg,
     #[serde(skip_serializing_if = "Option::is_none")]
     role: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     expires_at: Option<DateTime<Utc>>,
     config: String,
+}
+
+/// Single sign-on only tells the organization's slug.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum LoginOrg {
+    Full(Organization),
+    Slug { slug: String },
+}
+
+impl LoginOrg {
+    fn slug(&self) -> &str {
+        match self {
+            LoginOrg::Full(o) => &o.slug,
+            LoginOrg::Slug { slug } => slug,
+        }
+    }
 }
 
 pub async fn login(
@@ -46,6 +64,22 @@ pub async fn login(
     let token = flag_token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
 
     let (token, refresh_token, result) = match token {
+        None if args.sso => {
+            let cb = super::sso::sign_in(&endpoint, args.github, org.as_deref(), ctx).await?;
+            let out = LoginOutput {
+                endpoint: endpoint.clone(),
+                name: cb.email,
+                organization: LoginOrg::Slug { slug: cb.organization },
+                role: None,
+                expires_at: cb
+                    .expires_at
+                    .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+                    .map(|t| t.with_timezone(&Utc)),
+                config: path.display().to_string(),
+            };
+            (cb.token, cb.refresh_token, out)
+        }
+        Some(_) if args.sso => bail!("pass either --token or --sso, not both"),
         Some(token) => {
             if args.email.is_some() || args.password.is_some() || args.password_stdin {
                 bail!("pass either --token or --email/--password, not both");
@@ -64,7 +98,7 @@ pub async fn login(
             let out = LoginOutput {
                 endpoint: endpoint.clone(),
                 name: me.name,
-                organization: me.organization,
+                organization: LoginOrg::Full(me.organization),
                 role: Some(me.role),
                 expires_at: None,
                 config: path.display().to_string(),
@@ -98,7 +132,7 @@ pub async fn login(
             let out = LoginOutput {
                 endpoint: endpoint.clone(),
                 name: email.trim().to_owned(),
-                organization: r.organization,
+                organization: LoginOrg::Full(r.organization),
                 role: None,
                 expires_at: Some(r.expires_at),
                 config: path.display().to_string(),
@@ -124,7 +158,9 @@ pub async fn login(
         OutputFormat::Table => {
             let mut s = format!(
                 "Logged in to {} as {} in organization {}",
-                result.endpoint, result.name, result.organization.slug
+                result.endpoint,
+                result.name,
+                result.organization.slug()
             );
             if let Some(t) = &result.expires_at {
                 s.push_str(&format!(" (session expires {} UTC)", output::time(t)));

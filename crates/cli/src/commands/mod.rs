@@ -8,6 +8,7 @@ mod org;
 mod role;
 mod run;
 mod space;
+mod sso;
 mod stack;
 mod state;
 mod team;

@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use terraplane_cli::{Cli, Context};
 use terraplane_test_support::mock::{MockServer, Reply, Request};
 
+mod sso;
+
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 struct Outcome {
