@@ -139,26 +139,22 @@ pub async fn serve(cfg: Arc<Config>, shutdown: tokio_util::sync::CancellationTok
 }
 
 /// Every REST route (method, path pattern) the api serves besides GraphQL, health and the
-/// web page. The tenant-isolation test calls each of them with another organization's
-/// credentials; `runner_api::config` and `state_backend::config` must match this list.
-pub const REST_ROUTES: &[(&str, &str)] = &[
-    ("GET", "/api/v1/orgs/{org}/stacks/{stack}/state"),
-    ("POST", "/api/v1/orgs/{org}/stacks/{stack}/state"),
-    ("DELETE", "/api/v1/orgs/{org}/stacks/{stack}/state"),
-    ("LOCK", "/api/v1/orgs/{org}/stacks/{stack}/state"),
-    ("UNLOCK", "/api/v1/orgs/{org}/stacks/{stack}/state"),
-    ("POST", "/api/v1/runner/runs/{run}/claim"),
-    ("POST", "/api/v1/runner/runs/{run}/heartbeat"),
-    ("POST", "/api/v1/runner/runs/{run}/logs"),
-    ("POST", "/api/v1/runner/runs/{run}/progress"),
-    ("PUT", "/api/v1/runner/runs/{run}/plan"),
-    ("GET", "/api/v1/runner/runs/{run}/plan"),
-    ("POST", "/api/v1/runner/runs/{run}/result"),
-    ("GET", "/auth/oidc/login"),
-    ("GET", "/auth/oidc/callback"),
-    ("GET", "/auth/github/login"),
-    ("GET", "/auth/github/callback"),
-];
+/// web page, taken from the same lists the modules register their routes from, so the
+/// tenant-isolation test covers routes added later without being told.
+pub fn rest_routes() -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = state_backend::METHODS
+        .iter()
+        .map(|m| (*m, state_backend::PATH.to_owned()))
+        .collect();
+    out.extend(
+        runner_api::ROUTES
+            .iter()
+            .map(|(m, p)| (*m, format!("{}{p}", runner_api::PREFIX))),
+    );
+    out.extend(sso::flow::ROUTES.iter().map(|(m, p)| (*m, (*p).to_owned())));
+    out.extend(sso::github::ROUTES.iter().map(|(m, p)| (*m, (*p).to_owned())));
+    out
+}
 
 pub struct Application {
     port: u16,

@@ -19,22 +19,42 @@ use crate::bus::BusEvent;
 use crate::error::{ApiError, ApiResult};
 use crate::service::Shared;
 
+pub const PREFIX: &str = "/api/v1/runner/runs/{run}";
+
+/// Every route of the runner protocol under [`PREFIX`]; `config` registers exactly these.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/claim"),
+    ("POST", "/heartbeat"),
+    ("POST", "/logs"),
+    ("POST", "/progress"),
+    ("PUT", "/plan"),
+    ("GET", "/plan"),
+    ("POST", "/result"),
+];
+
+fn route_for(method: &str, path: &str) -> actix_web::Route {
+    match (method, path) {
+        ("POST", "/claim") => web::post().to(claim),
+        ("POST", "/heartbeat") => web::post().to(heartbeat),
+        ("POST", "/logs") => web::post().to(append_log),
+        ("POST", "/progress") => web::post().to(progress),
+        ("PUT", "/plan") => web::put().to(upload_plan),
+        ("GET", "/plan") => web::get().to(download_plan),
+        ("POST", "/result") => web::post().to(result),
+        _ => web::route().to(HttpResponse::NotFound),
+    }
+}
+
 pub fn config(cfg: &mut web::ServiceConfig, max_plan_bytes: usize) {
-    cfg.service(
-        web::scope("/api/v1/runner/runs/{run}")
-            .app_data(
-                web::JsonConfig::default()
-                    .limit(max_plan_bytes.saturating_mul(2))
-                    .error_handler(|e, _| ApiError::BadRequest(format!("invalid request body: {e}")).into()),
-            )
-            .route("/claim", web::post().to(claim))
-            .route("/heartbeat", web::post().to(heartbeat))
-            .route("/logs", web::post().to(append_log))
-            .route("/progress", web::post().to(progress))
-            .route("/plan", web::put().to(upload_plan))
-            .route("/plan", web::get().to(download_plan))
-            .route("/result", web::post().to(result)),
+    let mut scope = web::scope(PREFIX).app_data(
+        web::JsonConfig::default()
+            .limit(max_plan_bytes.saturating_mul(2))
+            .error_handler(|e, _| ApiError::BadRequest(format!("invalid request body: {e}")).into()),
     );
+    for (method, path) in ROUTES {
+        scope = scope.route(path, route_for(method, path));
+    }
+    cfg.service(scope);
 }
 
 fn run_id(raw: &str) -> ApiResult<RunId> {

@@ -16,13 +16,21 @@ use crate::error::{ApiError, ApiResult};
 use crate::service::Shared;
 use crate::service::event;
 
+pub const PATH: &str = "/api/v1/orgs/{org}/stacks/{stack}/state";
+
+/// The methods of the state backend; `config` registers exactly these (others get 405).
+pub const METHODS: &[&str] = &["GET", "POST", "DELETE", "LOCK", "UNLOCK"];
+
 pub fn config(cfg: &mut web::ServiceConfig, max_state_bytes: usize) {
-    cfg.service(
-        web::resource("/api/v1/orgs/{org}/stacks/{stack}/state")
-            // Room above the limit so an oversized body reaches us and gets a precise 413.
-            .app_data(web::PayloadConfig::new(max_state_bytes.saturating_add(1024 * 1024)))
-            .default_service(web::to(handle)),
-    );
+    let mut resource = web::resource(PATH)
+        // Room above the limit so an oversized body reaches us and gets a precise 413.
+        .app_data(web::PayloadConfig::new(max_state_bytes.saturating_add(1024 * 1024)));
+    for m in METHODS {
+        if let Ok(method) = actix_web::http::Method::from_bytes(m.as_bytes()) {
+            resource = resource.route(web::route().method(method).to(handle));
+        }
+    }
+    cfg.service(resource.default_service(web::to(handle)));
 }
 
 async fn handle(

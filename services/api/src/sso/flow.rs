@@ -115,9 +115,17 @@ macro_rules! oidc_client {
     }};
 }
 
+/// This provider's routes; `config` registers exactly these.
+pub const ROUTES: &[(&str, &str)] = &[("GET", "/auth/oidc/login"), ("GET", "/auth/oidc/callback")];
+
 pub fn config(cfg: &mut web::ServiceConfig) {
-    cfg.route("/auth/oidc/login", web::get().to(login))
-        .route("/auth/oidc/callback", web::get().to(callback));
+    for (_, path) in ROUTES {
+        if path.ends_with("/login") {
+            cfg.route(path, web::get().to(login));
+        } else {
+            cfg.route(path, web::get().to(callback));
+        }
+    }
 }
 
 #[derive(Deserialize)]

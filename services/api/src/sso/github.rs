@@ -65,9 +65,17 @@ macro_rules! github_client {
     }};
 }
 
+/// This provider's routes; `config` registers exactly these.
+pub const ROUTES: &[(&str, &str)] = &[("GET", "/auth/github/login"), ("GET", "/auth/github/callback")];
+
 pub fn config(cfg: &mut web::ServiceConfig) {
-    cfg.route("/auth/github/login", web::get().to(login))
-        .route("/auth/github/callback", web::get().to(callback));
+    for (_, path) in ROUTES {
+        if path.ends_with("/login") {
+            cfg.route(path, web::get().to(login));
+        } else {
+            cfg.route(path, web::get().to(callback));
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -1,5 +1,5 @@
 //! Tenant isolation matrix, generated from the GraphQL schema (introspection) and the REST
-//! route table (`terraplane_api::REST_ROUTES`), so fields and routes added later are
+//! router's route lists (`terraplane_api::rest_routes()`), so fields and routes added later are
 //! covered without touching this file. Every operation that takes a reference (an id, a
 //! slug, a space, a team, a member) is called with organization B's owner credentials,
 //! once with organization A's real references and once with references that exist
@@ -340,7 +340,7 @@ async fn matrix(app: TestApp) {
 
     // REST: every route, A's ids vs ids that exist nowhere, with B's credentials.
     let http = app.http();
-    for (method, path) in terraplane_api::REST_ROUTES {
+    for (method, path) in terraplane_api::rest_routes() {
         let url = |is_a: bool| {
             let (org, stack, run) = if is_a {
                 ("default", "a-stack", refs.run.0.as_str())
