@@ -44,7 +44,8 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.drop_table(Table::drop().table(n("sso_identities")).to_owned()).await?;
+        m.drop_table(Table::drop().table(n("sso_identities")).to_owned())
+            .await?;
         m.drop_table(Table::drop().table(n("sso_logins")).to_owned()).await
     }
 }
