@@ -1071,6 +1071,22 @@ impl MutationRoot {
                 let (token, expires_at) = st
                     .auth
                     .issue_session(session.user_id, session.org_id, &session.id, now)?;
+                let user = st.store.get_user(session.user_id).await.map_err(ApiError::from)?;
+                let meta = ctx.data::<crate::auth::RequestMeta>().cloned().unwrap_or_default();
+                let e = terraplane_store::NewAuditEvent {
+                    actor: user.email.clone(),
+                    action: "login.refresh".into(),
+                    target_kind: "user".into(),
+                    target: user.email,
+                    request_id: meta.request_id,
+                    client_ip: meta.client_ip,
+                    ..Default::default()
+                };
+                st.store
+                    .scope(session.org_id)
+                    .append_audit(e, now)
+                    .await
+                    .map_err(ApiError::from)?;
                 let org = st.store.get_org(session.org_id).await.map_err(ApiError::from)?;
                 Ok(LoginResult {
                     token,

@@ -90,6 +90,17 @@ async fn sessions(app: TestApp) {
     )
     .await;
     assert_eq!(ev["data"]["auditEvents"], json!([{"actor": "admin@terraplane.local"}]));
+    let refreshed = gql(
+        &app,
+        Some(ADMIN_TOKEN),
+        "{ auditEvents(action: \"login.refresh\") { actor } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        refreshed["data"]["auditEvents"],
+        json!([{"actor": "admin@terraplane.local"}])
+    );
     app.teardown().await;
 }
 both_backends!(
