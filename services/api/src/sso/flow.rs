@@ -66,7 +66,7 @@ fn settings(st: &AppState) -> ApiResult<Settings> {
     }
 }
 
-fn http() -> ApiResult<reqwest::Client> {
+pub(crate) fn http() -> ApiResult<reqwest::Client> {
     // No redirects: an authorization server must answer the token request itself.
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -128,9 +128,10 @@ pub fn config(cfg: &mut web::ServiceConfig) {
     }
 }
 
+/// `?return_to=` of a login start (a waiting CLI's loopback address).
 #[derive(Deserialize)]
-struct Start {
-    return_to: Option<String>,
+pub(crate) struct Start {
+    pub(crate) return_to: Option<String>,
 }
 
 async fn login(st: web::Data<Shared>, start: web::Query<Start>) -> ApiResult<HttpResponse> {

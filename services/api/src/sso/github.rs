@@ -16,6 +16,7 @@ use crate::AppState;
 use crate::auth::RequestMeta;
 use crate::error::{ApiError, ApiResult};
 use crate::service::Shared;
+use crate::sso::flow::Start;
 use crate::sso::oidc::IdClaims;
 
 struct Settings {
@@ -76,11 +77,6 @@ pub fn config(cfg: &mut web::ServiceConfig) {
             cfg.route(path, web::get().to(callback));
         }
     }
-}
-
-#[derive(Deserialize)]
-struct Start {
-    return_to: Option<String>,
 }
 
 async fn login(st: web::Data<Shared>, start: web::Query<Start>) -> ApiResult<HttpResponse> {
@@ -156,11 +152,7 @@ async fn callback(st: web::Data<Shared>, req: HttpRequest, q: web::Query<Callbac
     let Some((_, verifier, return_to)) = st.store.take_sso_login(state, st.clock.now()).await? else {
         return Err(refused("unknown, reused or expired login state".into()));
     };
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(std::time::Duration::from_secs(15))
-        .build()
-        .map_err(|e| ApiError::Internal(e.into()))?;
+    let http = crate::sso::flow::http()?;
     let c = github_client!(st, s);
     let token = c
         .exchange_code(AuthorizationCode::new(code.clone()))
