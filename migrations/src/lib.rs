@@ -9,6 +9,7 @@ mod m20261130_000003_create_audit_events;
 mod m20261130_000004_create_audit_delivery;
 mod m20261130_000005_create_sessions;
 mod m20261130_000006_create_sso;
+mod m20261130_000007_create_org_keys;
 
 pub struct Migrator;
 
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000004_create_audit_delivery::Migration),
             Box::new(m20261130_000005_create_sessions::Migration),
             Box::new(m20261130_000006_create_sso::Migration),
+            Box::new(m20261130_000007_create_org_keys::Migration),
         ]
     }
 }

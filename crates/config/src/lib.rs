@@ -44,6 +44,28 @@ pub struct Config {
     pub bootstrap: BootstrapConfig,
     pub audit: AuditConfig,
     pub sso: SsoConfig,
+    pub secrets: SecretsConfig,
+}
+
+/// Encryption at rest.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecretsConfig {
+    /// 64 hex characters (32 bytes): wraps every organization's data key. The api refuses
+    /// to start without it; `terraplane dev` creates one in its data directory.
+    pub master_key: Option<Secret>,
+}
+
+impl SecretsConfig {
+    /// The master key's bytes, or why it is unusable.
+    pub fn master_key_bytes(&self) -> Result<Option<[u8; 32]>, ConfigError> {
+        let Some(k) = &self.master_key else { return Ok(None) };
+        let bytes = hex::decode(k.expose().trim())
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| ConfigError::Invalid("secrets.master_key must be 64 hex characters (32 bytes)".into()))?;
+        Ok(Some(bytes))
+    }
 }
 
 /// OpenID Connect single sign-on (authorization code flow with PKCE).
@@ -351,6 +373,7 @@ impl Config {
                 ));
             }
         }
+        self.secrets.master_key_bytes()?;
         if self.scheduler.heartbeat_secs == 0 || self.scheduler.heartbeat_secs * 2 > self.scheduler.lease_secs {
             return Err(ConfigError::Invalid(
                 "scheduler.lease_secs must be at least twice heartbeat_secs".into(),

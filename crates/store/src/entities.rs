@@ -381,3 +381,16 @@ pub mod sso_identities {
     }
     no_relations!();
 }
+
+pub mod org_keys {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "org_keys")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub org_id: String,
+        pub wrapped_key: Vec<u8>,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}

@@ -5,6 +5,7 @@
 
 mod access;
 pub mod audit;
+pub mod crypto;
 mod entities;
 pub mod error;
 pub mod records;
@@ -36,6 +37,8 @@ pub use tenant::{NewStack, StackPatch, TenantScope};
 #[derive(Clone)]
 pub struct Store {
     db: DatabaseConnection,
+    /// Seals state versions and plan files when set (always, outside tests of the store).
+    keys: Option<std::sync::Arc<crypto::Keyring>>,
 }
 
 impl Store {
@@ -52,7 +55,7 @@ impl Store {
             db.execute_unprepared("PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;")
                 .await?;
         }
-        Ok(Store { db })
+        Ok(Store { db, keys: None })
     }
 
     /// Connects as configured: creates a SQLite file's directory, and applies pending
@@ -82,14 +85,20 @@ impl Store {
         Ok(())
     }
 
+    /// Encrypts state versions and plan files at rest under this master key.
+    pub fn with_master_key(mut self, master: crypto::KeyBytes) -> Self {
+        self.keys = Some(std::sync::Arc::new(crypto::Keyring::new(master)));
+        self
+    }
+
     pub fn scope(&self, org: OrgId) -> TenantScope<'_> {
-        TenantScope::new(&self.db, org)
+        TenantScope::new(&self.db, org).with_keys(self.keys.as_deref())
     }
 
     /// Starts a transaction: changes made through [`Tx::scope`] and the audit events
     /// recording them commit together or not at all.
     pub async fn begin(&self) -> Result<Tx> {
-        Ok(Tx(self.db.begin().await?))
+        Ok(Tx(self.db.begin().await?, self.keys.clone()))
     }
 
     pub fn is_postgres(&self) -> bool {
@@ -268,11 +277,11 @@ impl Store {
     }
 }
 
-pub struct Tx(sea_orm::DatabaseTransaction);
+pub struct Tx(sea_orm::DatabaseTransaction, Option<std::sync::Arc<crypto::Keyring>>);
 
 impl Tx {
     pub fn scope(&self, org: OrgId) -> TenantScope<'_, sea_orm::DatabaseTransaction> {
-        TenantScope::new(&self.0, org)
+        TenantScope::new(&self.0, org).with_keys(self.1.as_deref())
     }
 
     pub async fn commit(self) -> Result<()> {

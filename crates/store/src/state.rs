@@ -64,7 +64,10 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
     /// The latest state version and its bytes, or `None` when the stack has no state.
     pub async fn get_current_state(&self, stack: StackId) -> Result<Option<(StateVersion, Vec<u8>)>> {
         Ok(match self.latest_model(stack).await? {
-            Some(m) => Some((StateVersion::try_from(&m)?, m.data)),
+            Some(m) => {
+                let v = StateVersion::try_from(&m)?;
+                Some((v, self.unseal(m.data).await?))
+            }
             None => None,
         })
     }
@@ -78,7 +81,8 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             .one(self.db)
             .await?
             .ok_or(StoreError::NotFound("state version"))?;
-        Ok((StateVersion::try_from(&m)?, m.data))
+        let v = StateVersion::try_from(&m)?;
+        Ok((v, self.unseal(m.data).await?))
     }
 
     pub async fn list_state_versions(&self, stack: StackId) -> Result<Vec<StateVersion>> {
@@ -100,6 +104,9 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
         lock_id: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<WriteOutcome> {
+        // Sealed before the transaction: the data key may have to be read or created, and on
+        // SQLite the transaction holds the only connection.
+        let sealed = self.seal(v.body.to_vec()).await?;
         let tx = self.db.begin().await?;
         self.ensure_stack(&tx, stack).await?;
         let lock = state_locks::Entity::find_by_id(stack.to_string())
@@ -150,7 +157,7 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             md5: Set(v.md5),
             sha256: Set(v.sha256),
             size: Set(i64::try_from(v.body.len()).unwrap_or(i64::MAX)),
-            data: Set(v.body.to_vec()),
+            data: Set(sealed),
             outputs: Set(v.outputs.to_string()),
             run_id: Set(v.run_id.map(|r| r.to_string())),
             created_by: Set(v.created_by),

@@ -18,6 +18,7 @@ use crate::records::*;
 /// ([`crate::Tx::scope`]) so that a change and its audit event commit together.
 pub struct TenantScope<'a, C = DatabaseConnection> {
     pub(crate) db: &'a C,
+    pub(crate) keys: Option<&'a crate::crypto::Keyring>,
     pub(crate) org: OrgId,
     pub(crate) org_s: String,
 }
@@ -54,8 +55,75 @@ pub struct StackPatch {
 }
 
 impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
+    pub(crate) fn with_keys(mut self, keys: Option<&'a crate::crypto::Keyring>) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// This organization's data key, created (and stored wrapped) on first use.
+    async fn data_key(&self) -> Result<Option<crate::crypto::KeyBytes>> {
+        let Some(ring) = self.keys else { return Ok(None) };
+        if let Some(k) = ring.cached(self.org) {
+            return Ok(Some(k));
+        }
+        if let Some(row) = org_keys::Entity::find_by_id(self.org_s.clone()).one(self.db).await? {
+            let k = ring.unwrap(self.org, &row.wrapped_key)?;
+            ring.remember(self.org, k.clone());
+            return Ok(Some(k));
+        }
+        let k = crate::crypto::KeyBytes::random();
+        let sp = self.db.begin().await?;
+        let inserted = org_keys::ActiveModel {
+            org_id: Set(self.org_s.clone()),
+            wrapped_key: Set(ring.wrap(self.org, &k)?),
+            created_at: Set(chrono::Utc::now()),
+        }
+        .insert(&sp)
+        .await;
+        match inserted {
+            Ok(_) => {
+                sp.commit().await?;
+                ring.remember(self.org, k.clone());
+                Ok(Some(k))
+            }
+            Err(_) => {
+                // Created concurrently: use the stored one.
+                sp.rollback().await?;
+                let row = org_keys::Entity::find_by_id(self.org_s.clone())
+                    .one(self.db)
+                    .await?
+                    .ok_or(StoreError::Invalid("data key vanished".into()))?;
+                let k = ring.unwrap(self.org, &row.wrapped_key)?;
+                ring.remember(self.org, k.clone());
+                Ok(Some(k))
+            }
+        }
+    }
+
+    /// Seals a blob for storage (as is without a keyring).
+    pub(crate) async fn seal(&self, plain: Vec<u8>) -> Result<Vec<u8>> {
+        match self.data_key().await? {
+            Some(k) => crate::crypto::seal(&k, self.org, &plain),
+            None => Ok(plain),
+        }
+    }
+
+    /// Opens a stored blob; blobs written before encryption are returned as they are.
+    pub(crate) async fn unseal(&self, stored: Vec<u8>) -> Result<Vec<u8>> {
+        if !crate::crypto::is_sealed(&stored) {
+            return Ok(stored);
+        }
+        match self.data_key().await? {
+            Some(k) => crate::crypto::open(&k, self.org, &stored),
+            None => Err(StoreError::Invalid(
+                "encrypted data but no master key configured".into(),
+            )),
+        }
+    }
+
     pub(crate) fn new(db: &'a C, org: OrgId) -> Self {
         Self {
+            keys: None,
             db,
             org,
             org_s: org.to_string(),
@@ -444,7 +512,7 @@ impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
             .await?
             .ok_or(StoreError::NotFound("plan"))?;
         Ok(PlanArtifact {
-            plan_file: m.plan_file,
+            plan_file: self.unseal(m.plan_file).await?,
             plan_json: m.plan_json,
             sha256: m.sha256,
             size: m.size,
@@ -469,7 +537,7 @@ impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
         plan_artifacts::ActiveModel {
             run_id: Set(run.to_string()),
             org_id: Set(self.org_s.clone()),
-            plan_file: Set(plan_file),
+            plan_file: Set(self.seal(plan_file).await?),
             plan_json: Set(plan_json),
             sha256: Set(sha256),
             size: Set(size),

@@ -120,7 +120,12 @@ pub async fn start(
 /// `terraplane api`: connects, seeds, listens on `api.listen` until `shutdown`.
 pub async fn serve(cfg: Arc<Config>, shutdown: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
     let queue = terraplane_queue::open(&cfg.queue, None).await?;
-    let store = Store::open(&cfg.database).await?;
+    let master = cfg.secrets.master_key_bytes()?.ok_or_else(|| {
+        anyhow::anyhow!("secrets.master_key (TERRAPLANE_SECRETS__MASTER_KEY, 64 hex characters) must be set")
+    })?;
+    let store = Store::open(&cfg.database).await?.with_master_key(
+        terraplane_store::crypto::KeyBytes::from_slice(&master).ok_or_else(|| anyhow::anyhow!("bad master key"))?,
+    );
     bootstrap::seed(&store, &cfg, chrono::Utc::now()).await?;
     let listener =
         TcpListener::bind(&cfg.api.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.api.listen))?;

@@ -115,6 +115,9 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
     if cfg.auth.jwt_secret.is_none() {
         cfg.auth.jwt_secret = Some(Secret::new(data_secret(&data_dir, "jwt.key")?));
     }
+    if cfg.secrets.master_key.is_none() {
+        cfg.secrets.master_key = Some(Secret::new(data_secret(&data_dir, "master.key")?));
+    }
     if cfg.runner.pool_token.is_none() {
         cfg.runner.pool_token = Some(Secret::new(data_secret(&data_dir, "pool.token")?));
     }

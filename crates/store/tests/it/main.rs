@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod audit;
+mod encryption;
 mod harness;
 mod logs;
 mod migrations;

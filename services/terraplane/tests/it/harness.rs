@@ -104,6 +104,9 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = Config::default();
     cfg.auth.jwt_secret = Some(Secret::new("test-jwt-secret"));
+    cfg.secrets.master_key = Some(Secret::new(
+        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+    ));
     cfg.runner.pool_token = Some(Secret::new(POOL_TOKEN));
     cfg.runner.work_dir = Some(tmp.path().join("work"));
     cfg.runner.terraform_bin = Some(opts.terraform_bin.clone().unwrap_or_else(terraform_bin));

@@ -50,6 +50,10 @@ async fn separate_processes_run_a_stack() {
             .env("TERRAPLANE_QUEUE__PREFIX", &prefix)
             .env("TERRAPLANE_API__LISTEN", format!("127.0.0.1:{port}"))
             .env("TERRAPLANE_AUTH__JWT_SECRET", "prod-test-jwt-secret")
+            .env(
+                "TERRAPLANE_SECRETS__MASTER_KEY",
+                "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100",
+            )
             .env("TERRAPLANE_RUNNER__POOL_TOKEN", "prod-test-pool-token")
             .env("TERRAPLANE_RUNNER__API_URL", &base)
             .env("TERRAPLANE_RUNNER__WORK_DIR", tmp.path().join("work"))
