@@ -772,9 +772,11 @@ impl QueryRoot {
     async fn spaces(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Space>> {
         let p = principal(ctx)?;
         let st = state(ctx);
-        let all = st.store.scope(p.org).list_spaces().await.map_err(ApiError::from)?;
-        let visible = service::list_spaces(st, p).await?;
-        Ok(spaces_with_parents(&all, visible))
+        Ok(service::list_spaces(st, p)
+            .await?
+            .into_iter()
+            .map(|(space, parent)| Space { space, parent })
+            .collect())
     }
 
     async fn space(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Space>> {

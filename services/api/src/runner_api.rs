@@ -11,13 +11,13 @@ use terraplane_domain::{RunEvent, RunId, RunPhase, RunState};
 use terraplane_protocol::{
     ClaimRequest, HeartbeatRequest, HeartbeatResponse, JobSpec, LogAppend, PhaseOutcome, PhaseResult, ProgressRequest,
 };
-use terraplane_store::{Run, RunUpdate, StoreError};
+use terraplane_store::{Run, RunUpdate};
 
 use crate::AppState;
 use crate::auth::{Actor, Principal, credential};
 use crate::bus::BusEvent;
 use crate::error::{ApiError, ApiResult};
-use crate::service::Shared;
+use crate::service::{Shared, store_err};
 
 pub const PREFIX: &str = "/api/v1/runner/runs/{run}";
 
@@ -83,13 +83,6 @@ async fn held_run(st: &AppState, p: &Principal, id: RunId, fencing: i64) -> ApiR
     Ok(run)
 }
 
-fn store_conflict(code: &'static str) -> impl Fn(StoreError) -> ApiError {
-    move |e| match e {
-        StoreError::Conflict(m) => ApiError::conflict(code, m),
-        e => e.into(),
-    }
-}
-
 async fn claim(
     st: web::Data<Shared>,
     req: HttpRequest,
@@ -105,7 +98,7 @@ async fn claim(
         .store
         .claim_run(id, body.phase, &runner_id, lease_until, now)
         .await
-        .map_err(store_conflict("run_not_claimable"))?;
+        .map_err(store_err("run_not_claimable"))?;
     let stack = st.store.scope(run.org_id).get_stack(run.stack_id).await?;
     let org = st.store.get_org(run.org_id).await?;
     let plan_sha256 = if body.phase == RunPhase::Apply {
@@ -157,7 +150,7 @@ async fn heartbeat(
         .scope(p.org)
         .renew_lease(id, body.fencing_token, until)
         .await
-        .map_err(store_conflict("lease_lost"))?;
+        .map_err(store_err("lease_lost"))?;
     Ok(HttpResponse::Ok().json(HeartbeatResponse {
         lease_expires_at: until,
         state: run.state,
@@ -181,7 +174,7 @@ async fn append_log(
         .scope(p.org)
         .append_log(id, body.seq, body.phase.as_str(), &body.data, st.clock.now())
         .await
-        .map_err(store_conflict("log_sequence_conflict"))?;
+        .map_err(store_err("log_sequence_conflict"))?;
     st.bus.publish(BusEvent::LogAppended(id));
     Ok(HttpResponse::NoContent().finish())
 }
@@ -210,7 +203,7 @@ async fn progress(
         .scope(p.org)
         .transition_run(id, event, upd, st.clock.now())
         .await
-        .map_err(store_conflict("invalid_run_state"))?;
+        .map_err(store_err("invalid_run_state"))?;
     st.bus.publish(BusEvent::RunChanged(id));
     Ok(HttpResponse::NoContent().finish())
 }
@@ -317,7 +310,7 @@ async fn result(
     let run = scope
         .transition_run(id, event, upd, st.clock.now())
         .await
-        .map_err(store_conflict("invalid_run_state"))?;
+        .map_err(store_err("invalid_run_state"))?;
     st.bus.publish(BusEvent::RunChanged(id));
     st.kick_scheduler();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "state": run.state })))

@@ -69,7 +69,8 @@ fn run_json(r: &Run) -> serde_json::Value {
     serde_json::json!({ "id": r.id.to_string(), "type": r.run_type.as_str(), "state": r.state.as_str() })
 }
 
-fn store_err(code: &'static str) -> impl Fn(terraplane_store::StoreError) -> ApiError {
+/// Maps a store conflict to an API conflict with `code`; other store errors as usual.
+pub(crate) fn store_err(code: &'static str) -> impl Fn(terraplane_store::StoreError) -> ApiError {
     move |e| match e {
         terraplane_store::StoreError::Conflict(m) => ApiError::conflict(code, m),
         e => e.into(),
@@ -640,11 +641,16 @@ pub async fn list_users(st: &AppState, p: &Principal) -> ApiResult<Vec<(User, St
     Ok(st.store.list_members(p.org).await?)
 }
 
-/// Spaces the caller can see.
-pub async fn list_spaces(st: &AppState, p: &Principal) -> ApiResult<Vec<Space>> {
+/// Spaces the caller can see, each with its parent's slug (from one read of the tree).
+pub async fn list_spaces(st: &AppState, p: &Principal) -> ApiResult<Vec<(Space, Option<String>)>> {
     p.require_member()?;
-    let spaces = st.store.scope(p.org).list_spaces().await?;
-    Ok(spaces.into_iter().filter(|s| p.can_see(s.id)).collect())
+    let all = st.store.scope(p.org).list_spaces().await?;
+    let slug = |id| all.iter().find(|s: &&Space| s.id == id).map(|s| s.slug.clone());
+    Ok(all
+        .iter()
+        .filter(|s| p.can_see(s.id))
+        .map(|s| (s.clone(), s.parent_id.and_then(slug)))
+        .collect())
 }
 
 pub async fn get_space(st: &AppState, p: &Principal, slug: &str, action: Action) -> ApiResult<Space> {

@@ -71,10 +71,11 @@ async fn handle(
         "DELETE" => {
             require_user(&p, &stack, Action::Admin)?;
             let tx = st.store.begin().await?;
-            let removed = tx.scope(p.org).delete_state(stack.id).await.map_err(|e| match e {
-                terraplane_store::StoreError::Conflict(m) => ApiError::conflict("state_locked", m),
-                e => e.into(),
-            })?;
+            let removed = tx
+                .scope(p.org)
+                .delete_state(stack.id)
+                .await
+                .map_err(crate::service::store_err("state_locked"))?;
             let before = serde_json::json!({ "versions": removed });
             let e = event(&p, "state.delete", "stack", &stack.slug, Some(before), None);
             tx.scope(p.org).append_audit(e, st.clock.now()).await?;
