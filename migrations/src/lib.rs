@@ -10,6 +10,7 @@ mod m20261130_000004_create_audit_delivery;
 mod m20261130_000005_create_sessions;
 mod m20261130_000006_create_sso;
 mod m20261130_000007_create_org_keys;
+mod m20261130_000008_create_contexts_and_identity;
 
 pub struct Migrator;
 
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000005_create_sessions::Migration),
             Box::new(m20261130_000006_create_sso::Migration),
             Box::new(m20261130_000007_create_org_keys::Migration),
+            Box::new(m20261130_000008_create_contexts_and_identity::Migration),
         ]
     }
 }

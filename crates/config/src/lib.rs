@@ -45,6 +45,29 @@ pub struct Config {
     pub audit: AuditConfig,
     pub sso: SsoConfig,
     pub secrets: SecretsConfig,
+    pub identity: IdentityConfig,
+}
+
+/// The OIDC issuer that gives each run phase a signed identity token (workload identity).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdentityConfig {
+    /// `aud` of run tokens when an integration names none; defaults to the public URL's host.
+    pub audience: Option<String>,
+    /// Life of a run phase's identity token.
+    pub token_ttl_secs: u64,
+    /// How long a retired signing key stays in the JWKS so tokens it signed still verify.
+    pub key_overlap_secs: u64,
+}
+
+impl Default for IdentityConfig {
+    fn default() -> Self {
+        Self {
+            audience: None,
+            token_ttl_secs: 3600,
+            key_overlap_secs: 24 * 3600,
+        }
+    }
 }
 
 /// Encryption at rest.
@@ -54,6 +77,9 @@ pub struct SecretsConfig {
     /// 64 hex characters (32 bytes): wraps every organization's data key. The api refuses
     /// to start without it; `terraplane dev` creates one in its data directory.
     pub master_key: Option<Secret>,
+    /// Earlier master keys, comma-separated: data keys they wrapped still open, and
+    /// `terraplane keys rotate` re-wraps them under `master_key`.
+    pub previous_master_keys: Option<Secret>,
 }
 
 impl SecretsConfig {
@@ -65,6 +91,28 @@ impl SecretsConfig {
             .and_then(|b| <[u8; 32]>::try_from(b).ok())
             .ok_or_else(|| ConfigError::Invalid("secrets.master_key must be 64 hex characters (32 bytes)".into()))?;
         Ok(Some(bytes))
+    }
+
+    /// The previous master keys' bytes.
+    pub fn previous_key_bytes(&self) -> Result<Vec<[u8; 32]>, ConfigError> {
+        let Some(k) = &self.previous_master_keys else {
+            return Ok(Vec::new());
+        };
+        k.expose()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|h| {
+                hex::decode(h)
+                    .ok()
+                    .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                    .ok_or_else(|| {
+                        ConfigError::Invalid(
+                            "secrets.previous_master_keys must be 64-hex-character keys, comma-separated".into(),
+                        )
+                    })
+            })
+            .collect()
     }
 }
 
@@ -140,6 +188,8 @@ pub struct ApiConfig {
     pub public_url: Option<String>,
     pub max_state_bytes: usize,
     pub max_plan_bytes: usize,
+    /// Largest value of a variable or mounted file.
+    pub max_variable_bytes: usize,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -181,6 +231,10 @@ pub struct RunnerConfig {
     pub work_dir: Option<PathBuf>,
     pub terraform_bin: Option<PathBuf>,
     pub id: Option<String>,
+    /// AWS STS endpoint for `AssumeRoleWithWebIdentity` (the regional AWS endpoint when unset).
+    pub sts_endpoint: Option<String>,
+    /// Region for STS calls.
+    pub sts_region: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -218,6 +272,7 @@ impl Default for ApiConfig {
             public_url: None,
             max_state_bytes: 64 * 1024 * 1024,
             max_plan_bytes: 256 * 1024 * 1024,
+            max_variable_bytes: 64 * 1024,
         }
     }
 }
@@ -255,6 +310,8 @@ impl Default for RunnerConfig {
             work_dir: None,
             terraform_bin: None,
             id: None,
+            sts_endpoint: None,
+            sts_region: "us-east-1".into(),
         }
     }
 }
@@ -374,6 +431,7 @@ impl Config {
             }
         }
         self.secrets.master_key_bytes()?;
+        self.secrets.previous_key_bytes()?;
         if self.scheduler.heartbeat_secs == 0 || self.scheduler.heartbeat_secs * 2 > self.scheduler.lease_secs {
             return Err(ConfigError::Invalid(
                 "scheduler.lease_secs must be at least twice heartbeat_secs".into(),

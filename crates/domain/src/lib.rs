@@ -5,10 +5,12 @@
 pub mod access;
 pub mod clock;
 pub mod ids;
+pub mod mask;
 pub mod plan;
 pub mod run;
 pub mod slug;
 pub mod state;
+pub mod vars;
 
 pub use access::{Access, Role, SpaceNode};
 pub use clock::{Clock, ManualClock, SystemClock};

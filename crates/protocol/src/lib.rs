@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use terraplane_domain::plan::PlanSummary;
+use terraplane_domain::vars::VarKind;
 use terraplane_domain::{RunId, RunPhase, RunState, RunType};
 
 /// The message on the job queue. It carries ids only: the database is the source of truth,
@@ -61,6 +62,53 @@ pub struct JobSpec {
     pub plan_sha256: Option<String>,
     /// Sequence number of this phase's first log chunk (logs are gap-free across phases).
     pub log_seq_start: i64,
+    /// The stack's effective values this phase receives (secrets decrypted).
+    #[serde(default)]
+    pub variables: Vec<JobVariable>,
+    /// The phase's OIDC identity token (`TERRAPLANE_OIDC_TOKEN`).
+    #[serde(default)]
+    pub oidc_token: Option<String>,
+    /// AWS credentials to obtain for this phase.
+    #[serde(default)]
+    pub aws: Option<AwsAssume>,
+}
+
+/// One value for the run. `Debug` never shows a secret's value.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct JobVariable {
+    pub kind: VarKind,
+    pub name: String,
+    pub value: String,
+    pub secret: bool,
+}
+
+impl std::fmt::Debug for JobVariable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = if self.secret { "*****" } else { self.value.as_str() };
+        f.debug_struct("JobVariable")
+            .field("kind", &self.kind)
+            .field("name", &self.name)
+            .field("value", &value)
+            .finish()
+    }
+}
+
+/// `AssumeRoleWithWebIdentity` with the phase's identity token for `audience`.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct AwsAssume {
+    pub role_arn: String,
+    pub web_identity_token: String,
+    pub session_name: String,
+    pub duration_secs: i32,
+}
+
+impl std::fmt::Debug for AwsAssume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsAssume")
+            .field("role_arn", &self.role_arn)
+            .field("session_name", &self.session_name)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

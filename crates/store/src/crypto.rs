@@ -24,6 +24,10 @@ impl KeyBytes {
         <[u8; 32]>::try_from(b).ok().map(Self)
     }
 
+    pub(crate) fn expose(&self) -> &[u8] {
+        &self.0
+    }
+
     pub fn random() -> Self {
         let mut k = [0u8; 32];
         rand::thread_rng().fill_bytes(&mut k);
@@ -74,18 +78,61 @@ pub fn is_sealed(b: &[u8]) -> bool {
     b.len() >= 16 && &b[..4] == MAGIC
 }
 
-/// The master key and the unwrapped data keys in use.
+/// The master key (and earlier ones, still accepted while a rotation is under way) and
+/// the unwrapped data keys in use.
 pub struct Keyring {
     master: KeyBytes,
+    previous: Vec<KeyBytes>,
     cache: Mutex<HashMap<OrgId, KeyBytes>>,
+}
+
+/// A short public name of a master key: which key wrapped a row, without revealing it.
+pub fn key_id(k: &KeyBytes) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(
+        [b"terraplane-master-key:".as_slice(), &k.0].concat(),
+    ))[..16]
+        .to_owned()
 }
 
 impl Keyring {
     pub fn new(master: KeyBytes) -> Self {
         Self {
             master,
+            previous: Vec::new(),
             cache: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Earlier master keys: what they wrapped still opens (until `rotate` re-wraps it).
+    pub fn with_previous(mut self, previous: Vec<KeyBytes>) -> Self {
+        self.previous = previous;
+        self
+    }
+
+    pub fn master_key_id(&self) -> String {
+        key_id(&self.master)
+    }
+
+    /// Opens something wrapped by the master key or by a previous one.
+    fn open_any(&self, sealed: &[u8], aad: &[u8]) -> Result<Vec<u8>> {
+        let mut last = None;
+        for k in std::iter::once(&self.master).chain(&self.previous) {
+            match open_with(k, sealed, aad) {
+                Ok(p) => return Ok(p),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| StoreError::Invalid("no master key".into())))
+    }
+
+    /// Seals instance-wide secrets (the OIDC signing keys) with the master key.
+    pub(crate) fn seal_instance(&self, plaintext: &[u8], purpose: &str) -> Result<Vec<u8>> {
+        seal_with(&self.master, plaintext, purpose.as_bytes())
+    }
+
+    pub(crate) fn open_instance(&self, sealed: &[u8], purpose: &str) -> Result<Vec<u8>> {
+        self.open_any(sealed, purpose.as_bytes())
     }
 
     pub(crate) fn cached(&self, org: OrgId) -> Option<KeyBytes> {
@@ -103,7 +150,7 @@ impl Keyring {
     }
 
     pub(crate) fn unwrap(&self, org: OrgId, wrapped: &[u8]) -> Result<KeyBytes> {
-        let raw = open_with(&self.master, wrapped, org.to_string().as_bytes())?;
+        let raw = self.open_any(wrapped, org.to_string().as_bytes())?;
         KeyBytes::from_slice(&raw).ok_or_else(|| StoreError::Invalid("wrapped data key has the wrong size".into()))
     }
 }
@@ -136,5 +183,12 @@ mod tests {
         let wrapped = ring.wrap(a, &k).unwrap();
         assert_eq!(ring.unwrap(a, &wrapped).unwrap().0, k.0);
         assert!(Keyring::new(KeyBytes::random()).unwrap(a, &wrapped).is_err());
+        let newer = Keyring::new(KeyBytes::random()).with_previous(vec![ring.master.clone()]);
+        assert_eq!(
+            newer.unwrap(a, &wrapped).unwrap().0,
+            k.0,
+            "a previous master key still opens"
+        );
+        assert_ne!(newer.master_key_id(), ring.master_key_id());
     }
 }

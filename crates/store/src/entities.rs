@@ -391,6 +391,113 @@ pub mod org_keys {
         pub org_id: String,
         pub wrapped_key: Vec<u8>,
         pub created_at: DateTimeUtc,
+        pub master_key_id: String,
+    }
+    no_relations!();
+}
+
+pub mod contexts {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "contexts")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub space_id: String,
+        pub slug: String,
+        pub name: String,
+        pub description: String,
+        pub labels: String,
+        pub created_at: DateTimeUtc,
+        pub updated_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod config_values {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "config_values")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub owner: String,
+        pub kind: String,
+        pub name: String,
+        pub value: Vec<u8>,
+        pub secret: bool,
+        pub apply_only: bool,
+        pub checksum: String,
+        pub created_at: DateTimeUtc,
+        pub updated_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod context_attachments {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "context_attachments")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub context_id: String,
+        pub stack_id: String,
+        pub priority: i32,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod oidc_keys {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "oidc_keys")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub kid: String,
+        pub private_key: Vec<u8>,
+        pub public_jwk: String,
+        pub master_key_id: String,
+        pub created_at: DateTimeUtc,
+        pub retired_at: Option<DateTimeUtc>,
+    }
+    no_relations!();
+}
+
+pub mod aws_integrations {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "aws_integrations")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub space_id: String,
+        pub slug: String,
+        pub name: String,
+        pub role_arn: String,
+        pub read_role_arn: Option<String>,
+        pub audience: Option<String>,
+        pub duration_secs: i32,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod aws_attachments {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "aws_attachments")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub stack_id: String,
+        pub org_id: String,
+        pub integration_id: String,
+        pub created_at: DateTimeUtc,
     }
     no_relations!();
 }

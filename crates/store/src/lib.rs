@@ -14,6 +14,7 @@ mod sessions;
 mod sso;
 mod state;
 mod tenant;
+mod vars;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -33,6 +34,7 @@ pub use runs::{NewRun, RunUpdate};
 pub use sessions::{Refresh, Session};
 pub use state::{LockOutcome, NewLock, NewStateVersion, WriteOutcome};
 pub use tenant::{NewStack, StackPatch, TenantScope};
+pub use vars::*;
 
 #[derive(Clone)]
 pub struct Store {
@@ -86,8 +88,15 @@ impl Store {
     }
 
     /// Encrypts state versions and plan files at rest under this master key.
-    pub fn with_master_key(mut self, master: crypto::KeyBytes) -> Self {
-        self.keys = Some(std::sync::Arc::new(crypto::Keyring::new(master)));
+    pub fn with_master_key(self, master: crypto::KeyBytes) -> Self {
+        self.with_master_keys(master, Vec::new())
+    }
+
+    /// Encrypts under `master`; what `previous` keys wrapped still opens.
+    pub fn with_master_keys(mut self, master: crypto::KeyBytes, previous: Vec<crypto::KeyBytes>) -> Self {
+        self.keys = Some(std::sync::Arc::new(
+            crypto::Keyring::new(master).with_previous(previous),
+        ));
         self
     }
 

@@ -77,6 +77,7 @@ impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
             org_id: Set(self.org_s.clone()),
             wrapped_key: Set(ring.wrap(self.org, &k)?),
             created_at: Set(chrono::Utc::now()),
+            master_key_id: Set(ring.master_key_id()),
         }
         .insert(&sp)
         .await;
@@ -106,6 +107,26 @@ impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
             Some(k) => crate::crypto::seal(&k, self.org, &plain),
             None => Ok(plain),
         }
+    }
+
+    /// A short checksum that tells versions of a value apart without revealing it: HMAC
+    /// keyed with the organization's data key (a plain hash of a short secret could be
+    /// brute-forced), SHA-256 without a keyring.
+    pub(crate) async fn checksum(&self, value: &[u8]) -> Result<String> {
+        use hmac::Mac;
+        let full = match self.data_key().await? {
+            Some(k) => {
+                let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(k.expose())
+                    .map_err(|_| StoreError::Invalid("bad key size".into()))?;
+                mac.update(value);
+                mac.finalize().into_bytes().to_vec()
+            }
+            None => {
+                use sha2::Digest;
+                sha2::Sha256::digest(value).to_vec()
+            }
+        };
+        Ok(hex::encode(&full[..6]))
     }
 
     /// Opens a stored blob; blobs written before encryption are returned as they are.
@@ -296,6 +317,7 @@ impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
                 lock.holder
             )));
         }
+        TenantScope::new(&tx, self.org).delete_stack_config(stack.id).await?;
         let run_ids: Vec<String> = runs::Entity::find()
             .filter(runs::Column::StackId.eq(sid.clone()))
             .select_only()

@@ -17,10 +17,16 @@ use crate::auth::{Action, Principal, verify_password};
 use crate::error::{ApiError, ApiResult};
 use crate::service::{self, StackInput};
 
-pub type ApiSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
+pub type ApiSchema = Schema<Query, Mutation, SubscriptionRoot>;
+
+#[derive(async_graphql::MergedObject, Default)]
+pub struct Query(QueryRoot, crate::graphql_vars::VarsQuery);
+
+#[derive(async_graphql::MergedObject, Default)]
+pub struct Mutation(MutationRoot, crate::graphql_vars::VarsMutation);
 
 pub fn build_schema(state: Arc<AppState>) -> ApiSchema {
-    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
+    Schema::build(Query::default(), Mutation::default(), SubscriptionRoot)
         .data(state)
         .extension(ErrorCodes)
         .finish()
@@ -73,13 +79,13 @@ fn add_error_codes(resp: &mut Response) {
     }
 }
 
-fn state<'a>(ctx: &Context<'a>) -> &'a Arc<AppState> {
+pub(crate) fn state<'a>(ctx: &Context<'a>) -> &'a Arc<AppState> {
     // Put there by build_schema; its absence is a programming error caught by every test.
     #[allow(clippy::expect_used)]
     ctx.data::<Arc<AppState>>().expect("AppState in schema data")
 }
 
-fn principal<'a>(ctx: &Context<'a>) -> ApiResult<&'a Principal> {
+pub(crate) fn principal<'a>(ctx: &Context<'a>) -> ApiResult<&'a Principal> {
     if let Ok(Some(e)) = ctx.data::<Option<AuthFailure>>() {
         return Err(ApiError::Unauthenticated(e.0.clone()));
     }
@@ -675,6 +681,7 @@ pub(crate) async fn start_session(
     Ok((token, refresh, expires_at))
 }
 
+#[derive(Default)]
 pub struct QueryRoot;
 
 #[Object]
@@ -948,6 +955,7 @@ pub struct StackUpdateInput {
     space: Option<String>,
 }
 
+#[derive(Default)]
 pub struct MutationRoot;
 
 #[Object]

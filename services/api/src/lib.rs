@@ -7,11 +7,14 @@ pub mod bootstrap;
 pub mod bus;
 pub mod error;
 pub mod graphql;
+pub mod graphql_vars;
+pub mod identity;
 pub mod limiter;
 pub mod runner_api;
 pub mod service;
 pub mod sso;
 pub mod state_backend;
+pub mod vars;
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -48,6 +51,7 @@ pub struct AppState {
     /// next tick (the scheduler would do it too; claims dedupe).
     pub dispatcher: Scheduler,
     pub logins: limiter::LoginLimiter,
+    pub issuer: identity::Issuer,
 }
 
 impl AppState {
@@ -110,6 +114,7 @@ pub async fn start(
         public_url,
         dispatcher,
         logins: limiter::LoginLimiter::default(),
+        issuer: identity::Issuer::default(),
     });
     let app = Application::build(state.clone(), listener)?;
     let port = app.port();
@@ -117,15 +122,34 @@ pub async fn start(
     Ok(ApiHandle { port, state, task })
 }
 
-/// `terraplane api`: connects, seeds, listens on `api.listen` until `shutdown`.
-pub async fn serve(cfg: Arc<Config>, shutdown: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
-    let queue = terraplane_queue::open(&cfg.queue, None).await?;
+/// Connects with the master keys from configuration, refusing to start without a master
+/// key or with one that cannot open the stored data keys (never a silent fallback to
+/// plaintext or to unreadable secrets).
+pub async fn open_store(cfg: &Config) -> anyhow::Result<Store> {
+    use terraplane_store::crypto::KeyBytes;
     let master = cfg.secrets.master_key_bytes()?.ok_or_else(|| {
         anyhow::anyhow!("secrets.master_key (TERRAPLANE_SECRETS__MASTER_KEY, 64 hex characters) must be set")
     })?;
-    let store = Store::open(&cfg.database).await?.with_master_key(
-        terraplane_store::crypto::KeyBytes::from_slice(&master).ok_or_else(|| anyhow::anyhow!("bad master key"))?,
+    let previous = cfg
+        .secrets
+        .previous_key_bytes()?
+        .iter()
+        .filter_map(|k| KeyBytes::from_slice(k))
+        .collect();
+    let store = Store::open(&cfg.database).await?.with_master_keys(
+        KeyBytes::from_slice(&master).ok_or_else(|| anyhow::anyhow!("bad master key"))?,
+        previous,
     );
+    store.check_master_key().await.map_err(|e| {
+        anyhow::anyhow!("secrets.master_key cannot open the stored encryption keys ({e}); refusing to start. Configure the key the data was written with (or list it in secrets.previous_master_keys during a rotation)")
+    })?;
+    Ok(store)
+}
+
+/// `terraplane api`: connects, seeds, listens on `api.listen` until `shutdown`.
+pub async fn serve(cfg: Arc<Config>, shutdown: tokio_util::sync::CancellationToken) -> anyhow::Result<()> {
+    let queue = terraplane_queue::open(&cfg.queue, None).await?;
+    let store = open_store(&cfg).await?;
     bootstrap::seed(&store, &cfg, chrono::Utc::now()).await?;
     let listener =
         TcpListener::bind(&cfg.api.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.api.listen))?;
@@ -158,6 +182,7 @@ pub fn rest_routes() -> Vec<(&'static str, String)> {
     );
     out.extend(sso::flow::ROUTES.iter().map(|(m, p)| (*m, (*p).to_owned())));
     out.extend(sso::github::ROUTES.iter().map(|(m, p)| (*m, (*p).to_owned())));
+    out.extend(identity::ROUTES.iter().map(|(m, p)| (*m, (*p).to_owned())));
     out
 }
 
@@ -187,6 +212,7 @@ impl Application {
                 .configure(|c| runner_api::config(c, max_plan))
                 .configure(sso::flow::config)
                 .configure(sso::github::config)
+                .configure(identity::config)
                 .route("/", web::get().to(index))
         })
         .disable_signals()

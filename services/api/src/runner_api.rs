@@ -9,7 +9,8 @@ use sha2::{Digest, Sha256};
 use terraplane_domain::plan::{PlanSummary, redact_plan};
 use terraplane_domain::{RunEvent, RunId, RunPhase, RunState};
 use terraplane_protocol::{
-    ClaimRequest, HeartbeatRequest, HeartbeatResponse, JobSpec, LogAppend, PhaseOutcome, PhaseResult, ProgressRequest,
+    AwsAssume, ClaimRequest, HeartbeatRequest, HeartbeatResponse, JobSpec, JobVariable, LogAppend, PhaseOutcome,
+    PhaseResult, ProgressRequest,
 };
 use terraplane_store::{Run, RunUpdate};
 
@@ -106,6 +107,51 @@ async fn claim(
     } else {
         None
     };
+    let space = st.store.scope(run.org_id).get_space(stack.space_id).await?;
+    let variables = crate::vars::run_values(&st, &stack, run.run_type, body.phase)
+        .await?
+        .into_iter()
+        .map(|(v, value)| JobVariable {
+            kind: v.kind,
+            name: v.name,
+            value,
+            secret: v.secret,
+        })
+        .collect();
+    let subject = crate::identity::Subject {
+        org: &org.slug,
+        space: &space.slug,
+        stack: &stack.slug,
+        run_id: run.id.to_string(),
+        run_type: run.run_type,
+        phase: body.phase,
+    };
+    let oidc_token = st
+        .issuer
+        .issue(&st, &subject, &crate::identity::default_audience(&st), now)
+        .await?;
+    let aws = match st.store.scope(run.org_id).aws_for_stack(stack.id).await? {
+        Some(i) => {
+            let audience = i
+                .audience
+                .clone()
+                .unwrap_or_else(|| crate::identity::default_audience(&st));
+            let role_arn = match (subject.scope(), &i.read_role_arn) {
+                ("read", Some(read)) => read.clone(),
+                _ => i.role_arn.clone(),
+            };
+            Some(AwsAssume {
+                role_arn,
+                web_identity_token: st.issuer.issue(&st, &subject, &audience, now).await?,
+                session_name: format!("terraplane-{}-{}", run.id, body.phase.as_str())
+                    .chars()
+                    .take(64)
+                    .collect(),
+                duration_secs: i.duration_secs,
+            })
+        }
+        None => None,
+    };
     let spec = JobSpec {
         run_id: run.id,
         phase: body.phase,
@@ -124,6 +170,9 @@ async fn claim(
         heartbeat_interval_secs: st.cfg.scheduler.heartbeat_secs,
         plan_sha256,
         log_seq_start: st.store.scope(run.org_id).next_log_seq(run.id).await?,
+        variables,
+        oidc_token: Some(oidc_token),
+        aws,
     };
     st.bus.publish(BusEvent::RunChanged(run.id));
     Ok(HttpResponse::Ok().json(spec))

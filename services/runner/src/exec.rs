@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::RunnerSettings;
 use crate::api::{RunnerApi, with_retry};
 use crate::logs::{LogShipper, LogSink};
+use terraplane_domain::mask::Masker;
 
 /// Why a phase stopped early. The message is what the run shows as its reason.
 #[derive(Debug)]
@@ -27,15 +28,29 @@ impl<E: std::fmt::Display> From<E> for Failure {
     }
 }
 
+/// Everything secret this phase holds: masked in its logs, reasons, plan and outputs.
+fn masker_for(spec: &JobSpec) -> Masker {
+    let mut m = Masker::new(spec.variables.iter().filter(|v| v.secret).map(|v| v.value.as_str()));
+    m.add(&spec.run_token);
+    if let Some(t) = &spec.oidc_token {
+        m.add(t);
+    }
+    if let Some(a) = &spec.aws {
+        m.add(&a.web_identity_token);
+    }
+    m
+}
+
 pub async fn execute(settings: &RunnerSettings, api: &RunnerApi, spec: JobSpec, shutdown: CancellationToken) {
     // `stop` interrupts terraform (run canceled, lease lost); `done` ends the heartbeats.
     // Both futures run in this task, so a runner that dies takes its heartbeats with it.
     let stop = CancellationToken::new();
     let done = CancellationToken::new();
-    let shipper = LogShipper::start(api.clone(), spec.clone());
+    let masker = std::sync::Mutex::new(masker_for(&spec));
+    let shipper = LogShipper::start(api.clone(), spec.clone(), masker_for(&spec));
     let log = shipper.sink();
     let work = async {
-        let r = run_in_workdir(settings, api, &spec, &log, &stop, &shutdown).await;
+        let r = run_in_workdir(settings, api, &spec, &log, &masker, &stop, &shutdown).await;
         done.cancel();
         r
     };
@@ -43,6 +58,10 @@ pub async fn execute(settings: &RunnerSettings, api: &RunnerApi, spec: JobSpec, 
     let outcome = match outcome {
         Ok(o) => o,
         Err(Failure(reason)) => {
+            let reason = match masker.lock() {
+                Ok(m) => m.mask(&reason),
+                Err(_) => "the phase failed (its message could not be masked)".into(),
+            };
             log.line(format!("[terraplane] {} failed: {reason}", spec.phase.as_str()));
             PhaseOutcome::Failed { reason }
         }
@@ -70,6 +89,7 @@ async fn run_in_workdir(
     api: &RunnerApi,
     spec: &JobSpec,
     log: &LogSink,
+    masker: &std::sync::Mutex<Masker>,
     stop: &CancellationToken,
     shutdown: &CancellationToken,
 ) -> Result<PhaseOutcome, Failure> {
@@ -78,7 +98,7 @@ async fn run_in_workdir(
         .tempdir_in(&settings.work_dir)
         .map_err(|e| Failure(format!("cannot create a work directory: {e}")))?;
     let r = tokio::select! {
-        r = phase(settings, api, spec, dir.path(), log, stop) => r,
+        r = phase(settings, api, spec, dir.path(), log, masker, stop) => r,
         _ = shutdown.cancelled() => Err(Failure("runner shut down during the run".into())),
     };
     if let Err(e) = dir.close() {
@@ -121,8 +141,14 @@ async fn phase(
     spec: &JobSpec,
     work: &Path,
     log: &LogSink,
+    masker: &std::sync::Mutex<Masker>,
     stop: &CancellationToken,
 ) -> Result<PhaseOutcome, Failure> {
+    let mask_json = |v: &mut serde_json::Value| {
+        if let Ok(m) = masker.lock() {
+            m.mask_json(v);
+        }
+    };
     let src = work.join("src");
     let home = work.join("home");
     std::fs::create_dir_all(&home)?;
@@ -135,12 +161,33 @@ async fn phase(
         )));
     }
     write_backend_override(&dir, &spec.state_address)?;
+    let inputs = crate::inputs::prepare(work, &dir, spec)?;
+    let mut env = inputs.env;
+    if let Some(aws) = &spec.aws {
+        log.line(format!(
+            "[terraplane] assuming AWS role {} for the {} phase",
+            aws.role_arn,
+            spec.phase.as_str()
+        ));
+        let creds = crate::aws::assume_role(settings, aws).await.map_err(Failure)?;
+        for s in [&creds.access_key_id, &creds.secret_access_key, &creds.session_token] {
+            log.secret(s.as_str());
+            if let Ok(mut m) = masker.lock() {
+                m.add(s);
+            }
+        }
+        env.push(("AWS_ACCESS_KEY_ID".into(), creds.access_key_id));
+        env.push(("AWS_SECRET_ACCESS_KEY".into(), creds.secret_access_key));
+        env.push(("AWS_SESSION_TOKEN".into(), creds.session_token));
+    }
     let tf = Terraform {
         bin: settings.terraform_bin.clone(),
         dir: dir.clone(),
         home,
         token: spec.run_token.clone(),
+        env,
     };
+    let var_file_arg = inputs.var_file.map(|p| format!("-var-file={}", p.display()));
     match spec.phase {
         RunPhase::Plan => {
             let p = ProgressRequest {
@@ -158,19 +205,17 @@ async fn phase(
                 commit_sha: None,
             };
             with_retry(5, || api.progress(spec, &p)).await?;
-            let code = tf
-                .run(
-                    &[
-                        "plan",
-                        "-input=false",
-                        "-no-color",
-                        "-detailed-exitcode",
-                        "-out=terraplane.tfplan",
-                    ],
-                    log,
-                    stop,
-                )
-                .await?;
+            let mut args = vec![
+                "plan",
+                "-input=false",
+                "-no-color",
+                "-detailed-exitcode",
+                "-out=terraplane.tfplan",
+            ];
+            if let Some(a) = &var_file_arg {
+                args.push(a.as_str());
+            }
+            let code = tf.run(&args, log, stop).await?;
             let has_changes = match code.0 {
                 Some(0) => false,
                 Some(2) => true,
@@ -180,8 +225,9 @@ async fn phase(
             let json = tf
                 .capture(&["show", "-json", "-no-color", "terraplane.tfplan"], stop)
                 .await?;
-            let plan_json: serde_json::Value = serde_json::from_slice(&json)
+            let mut plan_json: serde_json::Value = serde_json::from_slice(&json)
                 .map_err(|e| Failure(format!("terraform show -json printed invalid JSON: {e}")))?;
+            mask_json(&mut plan_json);
             let summary = PlanSummary::from_plan_json(&plan_json);
             with_retry(5, || api.upload_plan(spec, &plan_file, plan_json.clone())).await?;
             log.line(format!(
@@ -208,9 +254,9 @@ async fn phase(
                 .await?
                 .success()?;
             let out = tf.capture(&["output", "-json", "-no-color"], stop).await?;
-            Ok(PhaseOutcome::Applied {
-                outputs: sanitize_outputs(&out),
-            })
+            let mut outputs = sanitize_outputs(&out);
+            mask_json(&mut outputs);
+            Ok(PhaseOutcome::Applied { outputs })
         }
     }
 }
@@ -306,6 +352,8 @@ struct Terraform {
     dir: PathBuf,
     home: PathBuf,
     token: String,
+    /// The run's environment variables (set first: the runner's own win).
+    env: Vec<(String, String)>,
 }
 
 impl Terraform {
@@ -313,9 +361,8 @@ impl Terraform {
         let mut c = tokio::process::Command::new(&self.bin);
         let cli_config = self.home.join("terraformrc");
         let _ = std::fs::write(&cli_config, "");
-        c.current_dir(&self.dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        c.current_dir(&self.dir).env_clear().envs(self.env.iter().cloned());
+        c.env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &self.home)
             .env("TF_IN_AUTOMATION", "1")
             .env("TF_INPUT", "0")

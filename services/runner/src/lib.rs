@@ -4,7 +4,9 @@
 //! never touches the database; everything per-run comes with the run token.
 
 pub mod api;
+mod aws;
 mod exec;
+mod inputs;
 pub mod logs;
 
 use std::path::PathBuf;
@@ -24,6 +26,9 @@ pub struct RunnerSettings {
     pub pool_token: String,
     pub work_dir: PathBuf,
     pub terraform_bin: PathBuf,
+    /// AWS STS endpoint (the regional AWS endpoint when `None`).
+    pub sts_endpoint: Option<String>,
+    pub sts_region: String,
 }
 
 impl RunnerSettings {
@@ -50,6 +55,8 @@ impl RunnerSettings {
                 .clone()
                 .unwrap_or_else(|| std::env::temp_dir().join("terraplane-runner")),
             terraform_bin: find_terraform(cfg),
+            sts_endpoint: cfg.runner.sts_endpoint.clone(),
+            sts_region: cfg.runner.sts_region.clone(),
         })
     }
 }

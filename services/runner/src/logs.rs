@@ -1,9 +1,12 @@
 //! Ships a phase's output to the api as numbered chunks, in order, without gaps: lines are
 //! batched for up to 100 ms or 32 KiB, each chunk is retried with its sequence number until
 //! the api has it (the api accepts an identical retry), and `finish` waits for the last.
+//! Every byte passes a [`StreamMasker`] first: secret values (and their encodings) never
+//! leave the runner, even when one is split across two chunks.
 
 use std::time::Duration;
 
+use terraplane_domain::mask::{Masker, StreamMasker};
 use terraplane_protocol::JobSpec;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -13,15 +16,26 @@ use crate::api::{RunnerApi, with_retry};
 const MAX_CHUNK: usize = 32 * 1024;
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
+enum Msg {
+    Text(String),
+    /// A secret learned during the phase (temporary cloud credentials): masked from here on.
+    Secret(String),
+}
+
 #[derive(Clone)]
-pub struct LogSink(mpsc::UnboundedSender<String>);
+pub struct LogSink(mpsc::UnboundedSender<Msg>);
 
 impl LogSink {
     /// Queues one line (a newline is added).
     pub fn line(&self, line: impl Into<String>) {
         let mut l = line.into();
         l.push('\n');
-        let _ = self.0.send(l);
+        let _ = self.0.send(Msg::Text(l));
+    }
+
+    /// Masks `secret` in everything queued after this call.
+    pub fn secret(&self, secret: impl Into<String>) {
+        let _ = self.0.send(Msg::Secret(secret.into()));
     }
 }
 
@@ -31,9 +45,9 @@ pub struct LogShipper {
 }
 
 impl LogShipper {
-    pub fn start(api: RunnerApi, spec: JobSpec) -> Self {
+    pub fn start(api: RunnerApi, spec: JobSpec, masker: Masker) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(ship(api, spec, rx));
+        let task = tokio::spawn(ship(api, spec, rx, StreamMasker::new(masker)));
         Self {
             sink: LogSink(tx),
             task,
@@ -51,25 +65,41 @@ impl LogShipper {
     }
 }
 
-async fn ship(api: RunnerApi, spec: JobSpec, mut rx: mpsc::UnboundedReceiver<String>) -> Result<i64, String> {
+async fn ship(
+    api: RunnerApi,
+    spec: JobSpec,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    mut masker: StreamMasker,
+) -> Result<i64, String> {
     let mut seq = spec.log_seq_start;
     let mut buf = String::new();
     let mut open = true;
+    /// Takes one message into `buf` (masked); false when the channel closed.
+    fn take(m: Option<Msg>, buf: &mut String, masker: &mut StreamMasker) -> bool {
+        match m {
+            Some(Msg::Text(t)) => {
+                buf.push_str(&masker.push(&t));
+                true
+            }
+            Some(Msg::Secret(s)) => {
+                masker.add_secret(&s);
+                true
+            }
+            None => {
+                buf.push_str(&masker.finish());
+                false
+            }
+        }
+    }
     while open {
         // Wait for the first line of a chunk, then gather more for a short while.
-        match rx.recv().await {
-            Some(l) => buf.push_str(&l),
-            None => open = false,
-        }
+        open = take(rx.recv().await, &mut buf, &mut masker);
         let deadline = tokio::time::sleep(FLUSH_EVERY);
         tokio::pin!(deadline);
         while open && buf.len() < MAX_CHUNK {
             tokio::select! {
                 _ = &mut deadline => break,
-                l = rx.recv() => match l {
-                    Some(l) => buf.push_str(&l),
-                    None => open = false,
-                }
+                m = rx.recv() => open = take(m, &mut buf, &mut masker),
             }
         }
         while !buf.is_empty() {

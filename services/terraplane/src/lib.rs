@@ -14,15 +14,13 @@ pub use terraplane_api::{ApiHandle, start as start_api};
 pub use terraplane_runner::{RunnerSettings, find_terraform, start as start_runner};
 pub use terraplane_scheduler::start as start_scheduler;
 
-/// The store, with encryption at rest when a master key is configured.
+/// The store, with encryption at rest when a master key is configured (and checked to
+/// open the stored keys).
 pub async fn connect_store(cfg: &Config) -> anyhow::Result<Store> {
-    let store = Store::open(&cfg.database).await?;
-    Ok(match cfg.secrets.master_key_bytes()? {
-        Some(k) => store.with_master_key(
-            terraplane_store::crypto::KeyBytes::from_slice(&k).ok_or_else(|| anyhow::anyhow!("bad master key"))?,
-        ),
-        None => store,
-    })
+    if cfg.secrets.master_key.is_some() {
+        return terraplane_api::open_store(cfg).await;
+    }
+    Ok(Store::open(&cfg.database).await?)
 }
 
 pub fn runner_settings(cfg: &Config, api_url: String) -> anyhow::Result<RunnerSettings> {
