@@ -81,6 +81,12 @@ pub enum Command {
     /// Read and verify the organization's audit trail (owners)
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Manage contexts: sets of variables and files that stacks share by attaching them
+    #[command(subcommand)]
+    Context(ContextCommand),
+    /// Manage cloud integrations: credentials runs get without stored secrets
+    #[command(subcommand)]
+    Integration(IntegrationCommand),
 }
 
 #[derive(Debug, Args)]
@@ -136,6 +142,204 @@ pub enum StackCommand {
         #[arg(value_name = "STACK")]
         stack: String,
     },
+    /// Set, unset and list a stack's variables; `stack env STACK` lists the effective set
+    Env(StackEnvArgs),
+}
+
+// `stack env STACK` is short for `stack env list STACK`: the optional positional and the
+// subcommands exclude each other.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, arg_required_else_help = true)]
+pub struct StackEnvArgs {
+    #[command(subcommand)]
+    pub command: Option<StackEnvCommand>,
+    /// The stack whose effective variables to list
+    #[arg(value_name = "STACK")]
+    pub stack: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StackEnvCommand {
+    /// Set one of the stack's own variables (they win over every context's)
+    Set {
+        #[arg(value_name = "STACK")]
+        stack: String,
+        #[command(flatten)]
+        variable: VariableArgs,
+    },
+    /// Remove one of the stack's own variables
+    Unset {
+        #[arg(value_name = "STACK")]
+        stack: String,
+        /// The variable's name (a file's path)
+        #[arg(value_name = "KEY")]
+        key: String,
+    },
+    /// List the variables the stack's runs get: its own and its contexts', after precedence
+    List {
+        #[arg(value_name = "STACK")]
+        stack: String,
+    },
+}
+
+/// A variable to set: `KEY VALUE` and how runs get it.
+#[derive(Debug, Args)]
+pub struct VariableArgs {
+    /// Environment variable name; with --type terraform the Terraform variable's name,
+    /// with --type file the file's path relative to the project root
+    #[arg(value_name = "KEY")]
+    pub key: String,
+    /// The value; `-` reads it from stdin (keeps secrets out of shell history; a value
+    /// starting with `-` goes after `--`)
+    #[arg(value_name = "VALUE")]
+    pub value: String,
+    /// Write-only: the value is never shown again, only its checksum
+    #[arg(long)]
+    pub secret: bool,
+    /// What the value becomes in a run
+    #[arg(long = "type", value_name = "TYPE", value_enum, default_value_t = VariableKindArg::Env)]
+    pub kind: VariableKindArg,
+    /// Give the value to the apply phase only, not to plans
+    #[arg(long)]
+    pub apply_only: bool,
+}
+
+/// What a variable becomes in a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VariableKindArg {
+    /// An environment variable
+    Env,
+    /// A Terraform input variable
+    Terraform,
+    /// A file in the workspace
+    File,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ContextCommand {
+    /// Create a context
+    Create(ContextCreateArgs),
+    /// Set a variable or file of a context
+    Set {
+        #[arg(value_name = "CONTEXT")]
+        context: String,
+        #[command(flatten)]
+        variable: VariableArgs,
+    },
+    /// Remove a variable or file from a context
+    Unset {
+        #[arg(value_name = "CONTEXT")]
+        context: String,
+        /// The variable's name (a file's path)
+        #[arg(value_name = "KEY")]
+        key: String,
+    },
+    /// List the contexts you can see
+    List,
+    /// Show a context with its variables (secrets masked) and the stacks it is attached to
+    Show {
+        #[arg(value_name = "CONTEXT")]
+        context: String,
+    },
+    /// Attach a context to a stack
+    Attach {
+        #[arg(value_name = "CONTEXT")]
+        context: String,
+        #[arg(value_name = "STACK")]
+        stack: String,
+        /// Of two attached contexts setting the same variable, the lower number wins (0 beats
+        /// 1); the stack's own values beat every context's
+        #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
+        priority: i32,
+    },
+    /// Detach a context from a stack
+    Detach {
+        #[arg(value_name = "CONTEXT")]
+        context: String,
+        #[arg(value_name = "STACK")]
+        stack: String,
+    },
+    /// Delete a context
+    Delete {
+        #[arg(value_name = "CONTEXT")]
+        context: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ContextCreateArgs {
+    /// Display name
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Context id (default: derived from the name)
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Label (repeatable); `autoattach:L` attaches the context to every stack labelled L
+    /// (`autoattach:*` to every stack)
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Space the context lives in (default: the root space)
+    #[arg(long, value_name = "SPACE")]
+    pub space: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IntegrationCommand {
+    /// AWS: runs assume an IAM role with their identity token
+    #[command(subcommand)]
+    Aws(AwsIntegrationCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AwsIntegrationCommand {
+    /// Create an AWS integration
+    Create(AwsIntegrationCreateArgs),
+    /// List the AWS integrations you can see
+    List,
+    /// Make a stack's runs use an integration (replacing the stack's current one)
+    Attach {
+        #[arg(value_name = "INTEGRATION")]
+        integration: String,
+        #[arg(value_name = "STACK")]
+        stack: String,
+    },
+    /// Detach a stack's AWS integration
+    Detach {
+        #[arg(value_name = "STACK")]
+        stack: String,
+    },
+    /// Delete an AWS integration
+    Delete {
+        #[arg(value_name = "INTEGRATION")]
+        integration: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AwsIntegrationCreateArgs {
+    /// Display name
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The IAM role runs assume
+    #[arg(long, value_name = "ARN")]
+    pub role_arn: String,
+    /// A role for plans (read-only work) [default: --role-arn]
+    #[arg(long, value_name = "ARN")]
+    pub read_role_arn: Option<String>,
+    /// Audience of the identity token [default: the server's]
+    #[arg(long, value_name = "AUD")]
+    pub audience: Option<String>,
+    /// Lifetime of the role session in seconds (900-43200) [default: the server's]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(i32).range(900..=43200))]
+    pub duration: Option<i32>,
+    /// Space the integration lives in (default: the root space)
+    #[arg(long, value_name = "SPACE")]
+    pub space: Option<String>,
+    /// Integration id (default: derived from the name)
+    #[arg(long)]
+    pub id: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -1234,6 +1438,389 @@ mod tests {
         assert!(help.contains("duration meaning that long ago"), "{help}");
         assert!(help.contains("7d"), "{help}");
         Ok(())
+    }
+
+    #[test]
+    fn context_create_with_every_option() -> TestResult {
+        let Command::Context(ContextCommand::Create(a)) = parse(&[
+            "context",
+            "create",
+            "AWS prod",
+            "--id",
+            "aws-prod",
+            "--label",
+            "autoattach:prod",
+            "--label",
+            "aws",
+            "--description",
+            "prod account",
+            "--space",
+            "prod",
+            "-o",
+            "json",
+        ])?
+        .command
+        else {
+            panic!("not context create")
+        };
+        assert_eq!(a.name, "AWS prod");
+        assert_eq!(a.id.as_deref(), Some("aws-prod"));
+        assert_eq!(a.labels, ["autoattach:prod", "aws"]);
+        assert_eq!(a.description.as_deref(), Some("prod account"));
+        assert_eq!(a.space.as_deref(), Some("prod"));
+
+        let Command::Context(ContextCommand::Create(a)) = parse(&["context", "create", "shared"])?.command else {
+            panic!("not context create")
+        };
+        assert!(a.id.is_none() && a.labels.is_empty() && a.description.is_none() && a.space.is_none());
+        assert_eq!(
+            usage_error(&["context", "create"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        // The name is positional.
+        assert_eq!(
+            usage_error(&["context", "create", "--name", "x"]),
+            Some(ErrorKind::UnknownArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn context_set_takes_key_value_type_and_flags() -> TestResult {
+        let Command::Context(ContextCommand::Set { context, variable: v }) =
+            parse(&["context", "set", "aws-prod", "AWS_REGION", "eu-west-1"])?.command
+        else {
+            panic!("not context set")
+        };
+        assert_eq!(context, "aws-prod");
+        assert_eq!((v.key.as_str(), v.value.as_str()), ("AWS_REGION", "eu-west-1"));
+        assert_eq!(v.kind, VariableKindArg::Env);
+        assert!(!v.secret && !v.apply_only);
+
+        let Command::Context(ContextCommand::Set { variable: v, .. }) = parse(&[
+            "context",
+            "set",
+            "aws-prod",
+            "db_password",
+            "-",
+            "--secret",
+            "--type",
+            "terraform",
+            "--apply-only",
+        ])?
+        .command
+        else {
+            panic!("not context set")
+        };
+        // `-` is a value (read from stdin by the command), not a flag.
+        assert_eq!((v.key.as_str(), v.value.as_str()), ("db_password", "-"));
+        assert_eq!(v.kind, VariableKindArg::Terraform);
+        assert!(v.secret && v.apply_only);
+
+        let Command::Context(ContextCommand::Set { variable: v, .. }) = parse(&[
+            "context",
+            "set",
+            "--type",
+            "file",
+            "aws-prod",
+            "config/backend.hcl",
+            "bucket = \"x\"",
+        ])?
+        .command
+        else {
+            panic!("not context set")
+        };
+        assert_eq!(v.kind, VariableKindArg::File);
+        assert_eq!(v.key, "config/backend.hcl");
+
+        // A value that looks like a flag goes after `--`.
+        let Command::Context(ContextCommand::Set { variable: v, .. }) =
+            parse(&["context", "set", "c", "OFFSET", "--", "-5"])?.command
+        else {
+            panic!("not context set")
+        };
+        assert_eq!(v.value, "-5");
+
+        assert_eq!(
+            usage_error(&["context", "set", "c", "KEY"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["context", "set", "c", "KEY", "v", "--type", "secret"]),
+            Some(ErrorKind::InvalidValue)
+        );
+        assert_eq!(
+            usage_error(&["context", "set", "c", "KEY", "v", "extra"]),
+            Some(ErrorKind::UnknownArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn context_subcommands() -> TestResult {
+        assert!(matches!(
+            parse(&["context", "unset", "aws-prod", "AWS_REGION"])?.command,
+            Command::Context(ContextCommand::Unset { context, key }) if context == "aws-prod" && key == "AWS_REGION"
+        ));
+        assert!(matches!(
+            parse(&["context", "list", "-o", "json"])?.command,
+            Command::Context(ContextCommand::List)
+        ));
+        assert!(matches!(
+            parse(&["context", "show", "aws-prod"])?.command,
+            Command::Context(ContextCommand::Show { context }) if context == "aws-prod"
+        ));
+        assert!(matches!(
+            parse(&["context", "attach", "aws-prod", "net"])?.command,
+            Command::Context(ContextCommand::Attach { context, stack, priority: 0 }) if context == "aws-prod" && stack == "net"
+        ));
+        assert!(matches!(
+            parse(&["context", "attach", "aws-prod", "net", "--priority", "5"])?.command,
+            Command::Context(ContextCommand::Attach { priority: 5, .. })
+        ));
+        assert!(matches!(
+            parse(&["context", "attach", "--priority", "-2", "aws-prod", "net"])?.command,
+            Command::Context(ContextCommand::Attach { priority: -2, .. })
+        ));
+        assert!(matches!(
+            parse(&["context", "detach", "aws-prod", "net"])?.command,
+            Command::Context(ContextCommand::Detach { context, stack }) if context == "aws-prod" && stack == "net"
+        ));
+        assert!(matches!(
+            parse(&["context", "delete", "aws-prod"])?.command,
+            Command::Context(ContextCommand::Delete { context }) if context == "aws-prod"
+        ));
+
+        assert_eq!(
+            usage_error(&["context", "unset", "aws-prod"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["context", "attach", "aws-prod"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["context", "attach", "c", "s", "--priority", "high"]),
+            Some(ErrorKind::ValueValidation)
+        );
+        assert_eq!(
+            usage_error(&["context", "show"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["context"]),
+            Some(ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn stack_env_lists_with_or_without_the_list_subcommand() -> TestResult {
+        let Command::Stack(StackCommand::Env(a)) = parse(&["stack", "env", "net"])?.command else {
+            panic!("not stack env")
+        };
+        assert_eq!(a.stack.as_deref(), Some("net"));
+        assert!(a.command.is_none());
+
+        let c = parse(&["stack", "env", "net", "-o", "json"])?;
+        assert_eq!(c.output, OutputFormat::Json);
+        assert!(
+            matches!(c.command, Command::Stack(StackCommand::Env(StackEnvArgs { stack: Some(s), command: None })) if s == "net")
+        );
+
+        let Command::Stack(StackCommand::Env(a)) = parse(&["stack", "env", "list", "net"])?.command else {
+            panic!("not stack env")
+        };
+        assert!(a.stack.is_none());
+        assert!(matches!(a.command, Some(StackEnvCommand::List { stack }) if stack == "net"));
+
+        assert_eq!(
+            usage_error(&["stack", "env"]),
+            Some(ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+        );
+        assert_eq!(
+            usage_error(&["stack", "env", "list"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        // The short form takes the stack only; a stack named like a subcommand needs `list`.
+        assert_eq!(
+            usage_error(&["stack", "env", "net", "extra"]),
+            Some(ErrorKind::ArgumentConflict)
+        );
+        assert!(matches!(
+            parse(&["stack", "env", "list", "list"])?.command,
+            Command::Stack(StackCommand::Env(StackEnvArgs { command: Some(StackEnvCommand::List { stack }), .. })) if stack == "list"
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn stack_env_set_and_unset() -> TestResult {
+        let Command::Stack(StackCommand::Env(StackEnvArgs {
+            command: Some(StackEnvCommand::Set { stack, variable: v }),
+            stack: None,
+        })) = parse(&["stack", "env", "set", "net", "TF_LOG", "debug", "--apply-only"])?.command
+        else {
+            panic!("not stack env set")
+        };
+        assert_eq!(stack, "net");
+        assert_eq!((v.key.as_str(), v.value.as_str()), ("TF_LOG", "debug"));
+        assert_eq!(v.kind, VariableKindArg::Env);
+        assert!(v.apply_only && !v.secret);
+
+        let Command::Stack(StackCommand::Env(StackEnvArgs {
+            command: Some(StackEnvCommand::Set { variable: v, .. }),
+            ..
+        })) = parse(&[
+            "stack",
+            "env",
+            "set",
+            "net",
+            "token",
+            "-",
+            "--secret",
+            "--type",
+            "terraform",
+        ])?
+        .command
+        else {
+            panic!("not stack env set")
+        };
+        assert_eq!((v.key.as_str(), v.value.as_str()), ("token", "-"));
+        assert_eq!(v.kind, VariableKindArg::Terraform);
+        assert!(v.secret);
+
+        assert!(matches!(
+            parse(&["stack", "env", "unset", "net", "TF_LOG"])?.command,
+            Command::Stack(StackCommand::Env(StackEnvArgs {
+                command: Some(StackEnvCommand::Unset { stack, key }),
+                stack: None,
+            })) if stack == "net" && key == "TF_LOG"
+        ));
+
+        assert_eq!(
+            usage_error(&["stack", "env", "set", "net", "TF_LOG"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["stack", "env", "unset", "net"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["stack", "env", "set", "net", "K", "v", "--type", "json"]),
+            Some(ErrorKind::InvalidValue)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn integration_aws_create_with_every_option() -> TestResult {
+        let Command::Integration(IntegrationCommand::Aws(AwsIntegrationCommand::Create(a))) = parse(&[
+            "integration",
+            "aws",
+            "create",
+            "Prod account",
+            "--role-arn",
+            "arn:aws:iam::123456789012:role/terraplane",
+            "--read-role-arn",
+            "arn:aws:iam::123456789012:role/terraplane-read",
+            "--audience",
+            "sts.amazonaws.com",
+            "--duration",
+            "3600",
+            "--space",
+            "prod",
+            "--id",
+            "aws-prod",
+        ])?
+        .command
+        else {
+            panic!("not integration aws create")
+        };
+        assert_eq!(a.name, "Prod account");
+        assert_eq!(a.role_arn, "arn:aws:iam::123456789012:role/terraplane");
+        assert_eq!(
+            a.read_role_arn.as_deref(),
+            Some("arn:aws:iam::123456789012:role/terraplane-read")
+        );
+        assert_eq!(a.audience.as_deref(), Some("sts.amazonaws.com"));
+        assert_eq!(a.duration, Some(3600));
+        assert_eq!(a.space.as_deref(), Some("prod"));
+        assert_eq!(a.id.as_deref(), Some("aws-prod"));
+
+        let Command::Integration(IntegrationCommand::Aws(AwsIntegrationCommand::Create(a))) =
+            parse(&["integration", "aws", "create", "dev", "--role-arn", "arn:x"])?.command
+        else {
+            panic!("not integration aws create")
+        };
+        assert!(a.read_role_arn.is_none() && a.audience.is_none() && a.duration.is_none());
+        assert!(a.space.is_none() && a.id.is_none());
+
+        assert_eq!(
+            usage_error(&["integration", "aws", "create", "dev"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        for secs in ["899", "43201", "1h"] {
+            assert_eq!(
+                usage_error(&[
+                    "integration",
+                    "aws",
+                    "create",
+                    "d",
+                    "--role-arn",
+                    "a",
+                    "--duration",
+                    secs
+                ]),
+                Some(ErrorKind::ValueValidation),
+                "{secs}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn integration_aws_subcommands() -> TestResult {
+        assert!(matches!(
+            parse(&["integration", "aws", "list", "-o", "json"])?.command,
+            Command::Integration(IntegrationCommand::Aws(AwsIntegrationCommand::List))
+        ));
+        assert!(matches!(
+            parse(&["integration", "aws", "attach", "aws-prod", "net"])?.command,
+            Command::Integration(IntegrationCommand::Aws(AwsIntegrationCommand::Attach { integration, stack }))
+                if integration == "aws-prod" && stack == "net"
+        ));
+        assert!(matches!(
+            parse(&["integration", "aws", "detach", "net"])?.command,
+            Command::Integration(IntegrationCommand::Aws(AwsIntegrationCommand::Detach { stack })) if stack == "net"
+        ));
+        assert!(matches!(
+            parse(&["integration", "aws", "delete", "aws-prod"])?.command,
+            Command::Integration(IntegrationCommand::Aws(AwsIntegrationCommand::Delete { integration }))
+                if integration == "aws-prod"
+        ));
+        assert_eq!(
+            usage_error(&["integration", "aws", "attach", "aws-prod"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["integration", "aws", "detach", "aws-prod", "net"]),
+            Some(ErrorKind::UnknownArgument)
+        );
+        assert_eq!(
+            usage_error(&["integration", "gcp", "list"]),
+            Some(ErrorKind::InvalidSubcommand)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn variable_kinds_are_the_flag_values() {
+        let names: Vec<String> = VariableKindArg::value_variants()
+            .iter()
+            .filter_map(|k| k.to_possible_value().map(|v| v.get_name().to_owned()))
+            .collect();
+        assert_eq!(names, ["env", "terraform", "file"]);
     }
 
     #[test]

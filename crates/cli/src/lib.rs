@@ -16,9 +16,11 @@ use clap::Parser;
 use terraplane_client::ClientError;
 
 pub use cli::{
-    ApiKeyCommand, ApiKeyCreateArgs, ApiKeyKindArg, AuditCommand, AuditListArgs, Cli, Command, KeyRole, LoginArgs,
+    ApiKeyCommand, ApiKeyCreateArgs, ApiKeyKindArg, AuditCommand, AuditListArgs, AwsIntegrationCommand,
+    AwsIntegrationCreateArgs, Cli, Command, ContextCommand, ContextCreateArgs, IntegrationCommand, KeyRole, LoginArgs,
     MemberRoleArgs, OrgCommand, OutputFormat, RoleCommand, RunCommand, SpaceCommand, SpaceCreateArgs, SpaceRole,
-    StackCommand, StackCreateArgs, StateCommand, SubjectArgs, TeamCommand, UserCommand, UserCreateArgs,
+    StackCommand, StackCreateArgs, StackEnvArgs, StackEnvCommand, StateCommand, SubjectArgs, TeamCommand, UserCommand,
+    UserCreateArgs, VariableArgs, VariableKindArg,
 };
 pub use config::EnvLookup;
 

@@ -3,8 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use terraplane_client::{
-    ApiKey, ApiKeyCreated, AuditEvent, AuditVerification, Member, Organization, RoleBinding, Run, RunEvent, Space,
-    Stack, StateLockInfo, StateVersion, Team, Viewer,
+    ApiKey, ApiKeyCreated, AuditEvent, AuditVerification, AwsIntegration, Context, ContextAttachment,
+    EffectiveVariable, Member, Organization, RoleBinding, Run, RunEvent, Space, Stack, StateLockInfo, StateVersion,
+    Team, Variable, VariableKind, Viewer,
 };
 
 /// Columns separated by three spaces, each as wide as its widest cell; the last column is
@@ -478,6 +479,178 @@ pub fn audit_problem(v: &AuditVerification) -> String {
     format!("audit chain broken: {problem}")
 }
 
+/// A secret's value in tables: the API never returns it, and a fixed mask says nothing
+/// about its length.
+pub const MASKED: &str = "*****";
+
+/// The most characters of a value a table shows; `-o json` has all of it.
+const VALUE_WIDTH: usize = 40;
+
+/// A variable's value as one table cell: secrets masked, control characters escaped (a
+/// file's lines stay on one row), long values cut, an empty value `""` so it isn't
+/// mistaken for a missing one.
+fn value_cell(secret: bool, value: Option<&str>) -> String {
+    if secret {
+        return MASKED.to_owned();
+    }
+    let Some(v) = value else {
+        return "-".to_owned();
+    };
+    if v.is_empty() {
+        return "\"\"".to_owned();
+    }
+    let mut escaped = String::new();
+    for c in v.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    if escaped.chars().count() > VALUE_WIDTH {
+        let cut: String = escaped.chars().take(VALUE_WIDTH - 1).collect();
+        format!("{cut}…")
+    } else {
+        escaped
+    }
+}
+
+/// A context's or stack's own variables.
+pub fn variables_table(vars: &[Variable]) -> String {
+    let mut t = Table::new(["KIND", "NAME", "VALUE", "SECRET", "APPLY-ONLY", "CHECKSUM"]);
+    for v in vars {
+        t.row([
+            v.kind.to_string(),
+            v.name.clone(),
+            value_cell(v.secret, v.value.as_deref()),
+            yes_no(v.secret),
+            yes_no(v.apply_only),
+            v.checksum.clone(),
+        ]);
+    }
+    t.render()
+}
+
+/// What a stack's runs get. `PRIORITY` is the attachment's, `auto` for a context attached
+/// by label, `-` for the stack's own values.
+pub fn environment_table(vars: &[EffectiveVariable]) -> String {
+    let mut t = Table::new(["KIND", "NAME", "VALUE", "SOURCE", "PRIORITY", "CHECKSUM"]);
+    for v in vars {
+        let priority = if v.auto_attached {
+            "auto".to_owned()
+        } else {
+            v.priority.map(|p| p.to_string()).unwrap_or_else(|| "-".into())
+        };
+        t.row([
+            v.kind.to_string(),
+            v.name.clone(),
+            value_cell(v.secret, v.value.as_deref()),
+            v.source.clone(),
+            priority,
+            v.checksum.clone(),
+        ]);
+    }
+    t.render()
+}
+
+pub fn contexts_table(contexts: &[Context]) -> String {
+    let mut t = Table::new(["ID", "NAME", "SPACE", "LABELS", "VARIABLES"]);
+    for c in contexts {
+        t.row([
+            c.id.clone(),
+            c.name.clone(),
+            c.space.clone(),
+            or_dash(Some(&c.labels.join(","))),
+            c.variables.len().to_string(),
+        ]);
+    }
+    t.render()
+}
+
+fn attachments_table(attachments: &[ContextAttachment]) -> String {
+    let mut t = Table::new(["STACK", "PRIORITY", "AUTO"]);
+    for a in attachments {
+        t.row([a.stack.clone(), a.priority.to_string(), yes_no(a.auto_attached)]);
+    }
+    t.render()
+}
+
+/// A context's fields, then its variables (secrets masked), then the stacks it is
+/// attached to.
+pub fn context(c: &Context) -> String {
+    let mut out = details(&[
+        ("ID", c.id.clone()),
+        ("Name", c.name.clone()),
+        ("Description", or_dash(Some(&c.description))),
+        ("Space", c.space.clone()),
+        ("Labels", or_dash(Some(&c.labels.join(", ")))),
+        ("Created", time(&c.created_at)),
+    ]);
+    out.push('\n');
+    if c.variables.is_empty() {
+        out.push_str("No variables.\n");
+    } else {
+        out.push_str(&variables_table(&c.variables));
+    }
+    out.push('\n');
+    if c.attachments.is_empty() {
+        out.push_str("Not attached to any stack.\n");
+    } else {
+        out.push_str(&attachments_table(&c.attachments));
+    }
+    out
+}
+
+/// How people call a variable of this kind: `environment variable AWS_REGION`.
+pub fn variable_label(v: &Variable) -> String {
+    let what = match &v.kind {
+        VariableKind::Env => "environment variable",
+        VariableKind::Terraform => "Terraform variable",
+        VariableKind::File => "file",
+        VariableKind::Other(_) => "variable",
+    };
+    format!("{what} {}", v.name)
+}
+
+pub fn aws_integrations_table(integrations: &[AwsIntegration]) -> String {
+    let mut t = Table::new([
+        "ID",
+        "NAME",
+        "SPACE",
+        "ROLE ARN",
+        "READ ROLE ARN",
+        "AUDIENCE",
+        "DURATION",
+        "STACKS",
+    ]);
+    for i in integrations {
+        t.row([
+            i.id.clone(),
+            i.name.clone(),
+            i.space.clone(),
+            i.role_arn.clone(),
+            or_dash(i.read_role_arn.as_deref()),
+            or_dash(i.audience.as_deref()),
+            format!("{}s", i.duration_seconds),
+            or_dash(Some(&i.stacks.join(","))),
+        ]);
+    }
+    t.render()
+}
+
+pub fn aws_integration(i: &AwsIntegration) -> String {
+    details(&[
+        ("ID", i.id.clone()),
+        ("Name", i.name.clone()),
+        ("Space", i.space.clone()),
+        ("Role ARN", i.role_arn.clone()),
+        ("Read role ARN", or_dash(i.read_role_arn.as_deref())),
+        ("Audience", or_dash(i.audience.as_deref())),
+        ("Duration", format!("{}s", i.duration_seconds)),
+        ("Stacks", or_dash(Some(&i.stacks.join(", ")))),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
@@ -802,5 +975,193 @@ SEQ   TIME                  ACTOR             ACTION          TARGET       IP
             bindings_table(&bindings),
             "SPACE   KIND      SUBJECT   ROLE     CREATED\nprod    api_key   k1        writer   2026-03-01 12:00:01\n"
         );
+    }
+
+    fn a_variable(name: &str, kind: VariableKind, secret: bool, value: Option<&str>) -> Variable {
+        Variable {
+            name: name.into(),
+            kind,
+            secret,
+            apply_only: secret,
+            value: value.map(str::to_owned),
+            checksum: format!("c-{name}"),
+            updated_at: at(0),
+        }
+    }
+
+    fn a_context(variables: Vec<Variable>, attachments: Vec<ContextAttachment>) -> Context {
+        Context {
+            id: "aws-prod".into(),
+            name: "AWS prod".into(),
+            description: String::new(),
+            labels: vec!["autoattach:prod".into()],
+            space: "root".into(),
+            variables,
+            attachments,
+            created_at: at(0),
+        }
+    }
+
+    #[test]
+    fn a_secret_is_masked_in_tables() {
+        // Even if a server sent a secret's value, a table would not show it.
+        let vars = [
+            a_variable("AWS_REGION", VariableKind::Env, false, Some("eu-west-1")),
+            a_variable("db_password", VariableKind::Terraform, true, None),
+            a_variable("LEAKED", VariableKind::Env, true, Some("hunter2")),
+        ];
+        let expected = "\
+KIND        NAME          VALUE       SECRET   APPLY-ONLY   CHECKSUM
+ENV         AWS_REGION    eu-west-1   no       no           c-AWS_REGION
+TERRAFORM   db_password   *****       yes      yes          c-db_password
+ENV         LEAKED        *****       yes      yes          c-LEAKED
+";
+        assert_eq!(variables_table(&vars), expected);
+
+        let effective = [
+            EffectiveVariable {
+                name: "TOKEN".into(),
+                kind: VariableKind::Env,
+                secret: true,
+                apply_only: false,
+                value: Some("hunter2".into()),
+                checksum: "9f86".into(),
+                source: "context:aws-prod".into(),
+                priority: Some(3),
+                auto_attached: false,
+            },
+            EffectiveVariable {
+                name: "region".into(),
+                kind: VariableKind::Terraform,
+                secret: false,
+                apply_only: false,
+                value: Some("eu-west-1".into()),
+                checksum: "a1b2".into(),
+                source: "context:base".into(),
+                priority: None,
+                auto_attached: true,
+            },
+            EffectiveVariable {
+                name: "backend.hcl".into(),
+                kind: VariableKind::File,
+                secret: false,
+                apply_only: true,
+                value: Some("bucket = \"x\"\nkey = \"y\"\n".into()),
+                checksum: "c3d4".into(),
+                source: "stack".into(),
+                priority: None,
+                auto_attached: false,
+            },
+        ];
+        let expected = "\
+KIND        NAME          VALUE                       SOURCE             PRIORITY   CHECKSUM
+ENV         TOKEN         *****                       context:aws-prod   3          9f86
+TERRAFORM   region        eu-west-1                   context:base       auto       a1b2
+FILE        backend.hcl   bucket = \"x\"\\nkey = \"y\"\\n   stack              -          c3d4
+";
+        let out = environment_table(&effective);
+        assert_eq!(out, expected);
+        assert!(!out.contains("hunter2"));
+    }
+
+    #[test]
+    fn values_in_tables_stay_on_one_short_line() {
+        assert_eq!(value_cell(false, Some("")), "\"\"");
+        assert_eq!(value_cell(false, None), "-");
+        assert_eq!(value_cell(true, Some("")), MASKED);
+        assert_eq!(value_cell(false, Some("a\tb\r\n")), "a\\tb\\r\\n");
+        let long = "x".repeat(100);
+        let cell = value_cell(false, Some(&long));
+        assert_eq!(cell.chars().count(), VALUE_WIDTH);
+        assert!(cell.ends_with("x…"), "{cell}");
+        assert_eq!(value_cell(false, Some(&long[..VALUE_WIDTH])), long[..VALUE_WIDTH]);
+    }
+
+    #[test]
+    fn context_details_list_variables_then_attachments() {
+        let c = a_context(
+            vec![
+                a_variable("AWS_REGION", VariableKind::Env, false, Some("eu-west-1")),
+                a_variable("token", VariableKind::Terraform, true, None),
+            ],
+            vec![
+                ContextAttachment {
+                    context: "aws-prod".into(),
+                    stack: "net".into(),
+                    priority: 2,
+                    auto_attached: false,
+                },
+                ContextAttachment {
+                    context: "aws-prod".into(),
+                    stack: "app".into(),
+                    priority: 0,
+                    auto_attached: true,
+                },
+            ],
+        );
+        let expected = "\
+ID:          aws-prod
+Name:        AWS prod
+Description: -
+Space:       root
+Labels:      autoattach:prod
+Created:     2026-03-01 12:00:00
+
+KIND        NAME         VALUE       SECRET   APPLY-ONLY   CHECKSUM
+ENV         AWS_REGION   eu-west-1   no       no           c-AWS_REGION
+TERRAFORM   token        *****       yes      yes          c-token
+
+STACK   PRIORITY   AUTO
+net     2          no
+app     0          yes
+";
+        assert_eq!(context(&c), expected);
+
+        let empty = context(&a_context(vec![], vec![]));
+        assert!(
+            empty.ends_with("\nNo variables.\n\nNot attached to any stack.\n"),
+            "{empty}"
+        );
+        assert_eq!(
+            contexts_table(&[c, a_context(vec![], vec![])]),
+            "\
+ID         NAME       SPACE   LABELS            VARIABLES
+aws-prod   AWS prod   root    autoattach:prod   2
+aws-prod   AWS prod   root    autoattach:prod   0
+"
+        );
+    }
+
+    #[test]
+    fn variable_labels_name_the_kind() {
+        let label = |kind| variable_label(&a_variable("x", kind, false, None));
+        assert_eq!(label(VariableKind::Env), "environment variable x");
+        assert_eq!(label(VariableKind::Terraform), "Terraform variable x");
+        assert_eq!(label(VariableKind::File), "file x");
+        assert_eq!(label(VariableKind::Other("NEW".into())), "variable x");
+    }
+
+    #[test]
+    fn aws_integrations_table_and_details() {
+        let i = AwsIntegration {
+            id: "aws-prod".into(),
+            name: "Prod".into(),
+            space: "root".into(),
+            role_arn: "arn:aws:iam::1:role/tp".into(),
+            read_role_arn: None,
+            audience: Some("sts.amazonaws.com".into()),
+            duration_seconds: 3600,
+            stacks: vec!["net".into(), "app".into()],
+        };
+        assert_eq!(
+            aws_integrations_table(std::slice::from_ref(&i)),
+            "\
+ID         NAME   SPACE   ROLE ARN                 READ ROLE ARN   AUDIENCE            DURATION   STACKS
+aws-prod   Prod   root    arn:aws:iam::1:role/tp   -               sts.amazonaws.com   3600s      net,app
+"
+        );
+        let out = aws_integration(&i);
+        assert!(out.contains("Read role ARN: -\n"), "{out}");
+        assert!(out.ends_with("Stacks:        net, app\n"), "{out}");
     }
 }

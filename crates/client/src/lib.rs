@@ -84,6 +84,37 @@ macro_rules! api_key_fields {
         "id name kind role owner createdAt expiresAt lastUsedAt revokedAt"
     };
 }
+macro_rules! variable_fields {
+    () => {
+        "name kind secret applyOnly value checksum updatedAt"
+    };
+}
+macro_rules! effective_variable_fields {
+    () => {
+        "name kind secret applyOnly value checksum source priority autoAttached"
+    };
+}
+macro_rules! context_attachment_fields {
+    () => {
+        "context stack priority autoAttached"
+    };
+}
+macro_rules! context_fields {
+    () => {
+        concat!(
+            "id name description labels space variables { ",
+            variable_fields!(),
+            " } attachments { ",
+            context_attachment_fields!(),
+            " } createdAt"
+        )
+    };
+}
+macro_rules! aws_integration_fields {
+    () => {
+        "id name space roleArn readRoleArn audience durationSeconds stacks"
+    };
+}
 
 /// A connection to one Terraplane endpoint, optionally authenticated. Cheap to clone;
 /// clones share a session set up with [`Client::with_session`].
@@ -719,6 +750,185 @@ impl Client {
         self.field(Q, json!({}), "auditVerify").await
     }
 
+    /// The contexts the caller can see, with their variables (secrets without values) and
+    /// attachments.
+    pub async fn contexts(&self) -> Result<Vec<Context>> {
+        const Q: &str = concat!("query { contexts { ", context_fields!(), " } }");
+        self.field(Q, json!({}), "contexts").await
+    }
+
+    /// The context with this id; an unknown one is `not_found`.
+    pub async fn context(&self, id: &str) -> Result<Context> {
+        const Q: &str = concat!("query($id: String!) { context(id: $id) { ", context_fields!(), " } }");
+        self.field(Q, json!({ "id": id }), "context").await
+    }
+
+    pub async fn context_create(&self, input: &ContextCreateInput) -> Result<Context> {
+        const Q: &str = concat!(
+            "mutation($input: ContextCreateInput!) { contextCreate(input: $input) { ",
+            context_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "input": input }), "contextCreate").await
+    }
+
+    /// Deletes the context and returns it as it was.
+    pub async fn context_delete(&self, id: &str) -> Result<Context> {
+        const Q: &str = concat!(
+            "mutation($id: String!) { contextDelete(id: $id) { ",
+            context_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "contextDelete").await
+    }
+
+    /// Sets (adds or replaces) a variable of a context.
+    pub async fn context_set_variable(&self, context: &str, input: &VariableInput) -> Result<Variable> {
+        const Q: &str = concat!(
+            "mutation($context: String!, $input: VariableInput!) { ",
+            "contextSetVariable(context: $context, input: $input) { ",
+            variable_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "context": context, "input": input }), "contextSetVariable")
+            .await
+    }
+
+    /// Removes a variable from a context, returning it as it was.
+    pub async fn context_unset_variable(&self, context: &str, name: &str) -> Result<Variable> {
+        const Q: &str = concat!(
+            "mutation($context: String!, $name: String!) { ",
+            "contextUnsetVariable(context: $context, name: $name) { ",
+            variable_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "context": context, "name": name }), "contextUnsetVariable")
+            .await
+    }
+
+    /// Attaches a context to a stack; of two attached contexts setting the same variable,
+    /// the lower `priority` number wins (0 beats 1; the schema's default is 0). The stack's
+    /// own values beat every context's.
+    pub async fn context_attach(&self, context: &str, stack_id: &str, priority: i32) -> Result<ContextAttachment> {
+        const Q: &str = concat!(
+            "mutation($context: String!, $stackId: String!, $priority: Int!) { ",
+            "contextAttach(context: $context, stackId: $stackId, priority: $priority) { ",
+            context_attachment_fields!(),
+            " } }"
+        );
+        self.field(
+            Q,
+            json!({ "context": context, "stackId": stack_id, "priority": priority }),
+            "contextAttach",
+        )
+        .await
+    }
+
+    /// Detaches a context from a stack, returning the attachment as it was.
+    pub async fn context_detach(&self, context: &str, stack_id: &str) -> Result<ContextAttachment> {
+        const Q: &str = concat!(
+            "mutation($context: String!, $stackId: String!) { ",
+            "contextDetach(context: $context, stackId: $stackId) { ",
+            context_attachment_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "context": context, "stackId": stack_id }), "contextDetach")
+            .await
+    }
+
+    /// The stack's own variables, without those of its contexts.
+    pub async fn stack_variables(&self, stack_id: &str) -> Result<Vec<Variable>> {
+        const Q: &str = concat!(
+            "query($stackId: String!) { stackVariables(stackId: $stackId) { ",
+            variable_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id }), "stackVariables").await
+    }
+
+    /// The variables the stack's runs get: its own and its contexts', merged by precedence,
+    /// ordered by kind then name.
+    pub async fn stack_environment(&self, stack_id: &str) -> Result<Vec<EffectiveVariable>> {
+        const Q: &str = concat!(
+            "query($stackId: String!) { stackEnvironment(stackId: $stackId) { ",
+            effective_variable_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id }), "stackEnvironment").await
+    }
+
+    /// Sets (adds or replaces) one of the stack's own variables.
+    pub async fn stack_set_variable(&self, stack_id: &str, input: &VariableInput) -> Result<Variable> {
+        const Q: &str = concat!(
+            "mutation($stackId: String!, $input: VariableInput!) { ",
+            "stackSetVariable(stackId: $stackId, input: $input) { ",
+            variable_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id, "input": input }), "stackSetVariable")
+            .await
+    }
+
+    /// Removes one of the stack's own variables, returning it as it was.
+    pub async fn stack_unset_variable(&self, stack_id: &str, name: &str) -> Result<Variable> {
+        const Q: &str = concat!(
+            "mutation($stackId: String!, $name: String!) { ",
+            "stackUnsetVariable(stackId: $stackId, name: $name) { ",
+            variable_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id, "name": name }), "stackUnsetVariable")
+            .await
+    }
+
+    /// The AWS integrations the caller can see.
+    pub async fn aws_integrations(&self) -> Result<Vec<AwsIntegration>> {
+        const Q: &str = concat!("query { awsIntegrations { ", aws_integration_fields!(), " } }");
+        self.field(Q, json!({}), "awsIntegrations").await
+    }
+
+    pub async fn aws_integration_create(&self, input: &AwsIntegrationInput) -> Result<AwsIntegration> {
+        const Q: &str = concat!(
+            "mutation($input: AwsIntegrationInput!) { awsIntegrationCreate(input: $input) { ",
+            aws_integration_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "input": input }), "awsIntegrationCreate").await
+    }
+
+    /// Deletes the integration and returns it as it was.
+    pub async fn aws_integration_delete(&self, id: &str) -> Result<AwsIntegration> {
+        const Q: &str = concat!(
+            "mutation($id: String!) { awsIntegrationDelete(id: $id) { ",
+            aws_integration_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "awsIntegrationDelete").await
+    }
+
+    /// Makes the stack's runs use this integration, returning it as it is now.
+    pub async fn aws_integration_attach(&self, id: &str, stack_id: &str) -> Result<AwsIntegration> {
+        const Q: &str = concat!(
+            "mutation($id: String!, $stackId: String!) { awsIntegrationAttach(id: $id, stackId: $stackId) { ",
+            aws_integration_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id, "stackId": stack_id }), "awsIntegrationAttach")
+            .await
+    }
+
+    /// Detaches the stack's AWS integration (a stack has at most one), returning the
+    /// integration as it is now.
+    pub async fn aws_integration_detach(&self, stack_id: &str) -> Result<AwsIntegration> {
+        const Q: &str = concat!(
+            "mutation($stackId: String!) { awsIntegrationDetach(stackId: $stackId) { ",
+            aws_integration_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id }), "awsIntegrationDetach")
+            .await
+    }
+
     /// The raw Terraform state of a stack (the current version, or the one with `serial`);
     /// `None` when the stack has no state yet.
     pub async fn state_pull(&self, org: &str, stack: &str, serial: Option<i64>) -> Result<Option<Vec<u8>>> {
@@ -992,6 +1202,73 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&k)?,
             json!({"name": "ci", "kind": "service", "expiresInDays": 30})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn variable_input_is_the_graphql_input_and_hides_a_secret_from_debug() -> Result<(), serde_json::Error> {
+        let mut v = VariableInput {
+            name: "TF_VAR_token".into(),
+            value: "s3cr3t-value".into(),
+            secret: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&v)?,
+            json!({"name": "TF_VAR_token", "value": "s3cr3t-value", "kind": "ENV", "secret": true, "applyOnly": false})
+        );
+        let d = format!("{v:?}");
+        assert!(!d.contains("s3cr3t") && d.contains("<redacted>"), "{d}");
+        v.secret = false;
+        v.kind = VariableKind::File;
+        assert!(format!("{v:?}").contains("s3cr3t-value"));
+        assert_eq!(serde_json::to_value(&v)?["kind"], "FILE");
+        Ok(())
+    }
+
+    #[test]
+    fn context_decodes_with_secret_values_absent_and_unknown_kinds_kept() -> Result<(), serde_json::Error> {
+        let c: Context = serde_json::from_value(json!({
+            "id": "aws-prod", "name": "AWS prod", "description": "", "labels": ["autoattach:prod"],
+            "space": "root", "createdAt": "2026-01-01T00:00:00Z",
+            "variables": [
+                {"name": "AWS_REGION", "kind": "ENV", "secret": false, "applyOnly": false,
+                 "value": "eu-west-1", "checksum": "ab12", "updatedAt": "2026-01-01T00:00:00Z"},
+                {"name": "token", "kind": "TERRAFORM", "secret": true, "applyOnly": true,
+                 "value": null, "checksum": "cd34", "updatedAt": "2026-01-01T00:00:00Z"},
+                {"name": "x", "kind": "MOUNTED_SECRET", "secret": false, "applyOnly": false,
+                 "value": "", "checksum": "ef56", "updatedAt": "2026-01-01T00:00:00Z"}
+            ],
+            "attachments": [{"context": "aws-prod", "stack": "net", "priority": 0, "autoAttached": true}]
+        }))?;
+        assert_eq!(c.variables[0].kind, VariableKind::Env);
+        assert_eq!(c.variables[1].kind, VariableKind::Terraform);
+        assert_eq!(c.variables[1].value, None);
+        assert_eq!(c.variables[2].kind, VariableKind::Other("MOUNTED_SECRET".into()));
+        assert!(c.attachments[0].auto_attached);
+        let back = serde_json::to_value(&c)?;
+        assert_eq!(back["variables"][1]["value"], Value::Null);
+        assert_eq!(back["variables"][2]["kind"], "MOUNTED_SECRET");
+        Ok(())
+    }
+
+    #[test]
+    fn context_and_aws_inputs_omit_unset_fields() -> Result<(), serde_json::Error> {
+        let c = ContextCreateInput {
+            name: "AWS prod".into(),
+            ..Default::default()
+        };
+        assert_eq!(serde_json::to_value(&c)?, json!({"name": "AWS prod"}));
+        let a = AwsIntegrationInput {
+            name: "prod".into(),
+            role_arn: "arn:aws:iam::123456789012:role/tp".into(),
+            duration_seconds: Some(900),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&a)?,
+            json!({"name": "prod", "roleArn": "arn:aws:iam::123456789012:role/tp", "durationSeconds": 900})
         );
         Ok(())
     }

@@ -645,3 +645,202 @@ pub struct AuditVerification {
     /// The id of the altered event (a removed one has none).
     pub event_id: Option<String>,
 }
+
+/// What a variable becomes in a run, by its GraphQL name. Unknown names are kept verbatim.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum VariableKind {
+    /// An environment variable of the run.
+    #[default]
+    Env,
+    /// A Terraform input variable (`name` is the variable's name).
+    Terraform,
+    /// A file written into the workspace (`name` is its path, relative to the project root).
+    File,
+    Other(String),
+}
+
+impl VariableKind {
+    pub fn as_str(&self) -> &str {
+        match self {
+            VariableKind::Env => "ENV",
+            VariableKind::Terraform => "TERRAFORM",
+            VariableKind::File => "FILE",
+            VariableKind::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for VariableKind {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "ENV" => VariableKind::Env,
+            "TERRAFORM" => VariableKind::Terraform,
+            "FILE" => VariableKind::File,
+            _ => VariableKind::Other(s),
+        }
+    }
+}
+
+impl From<VariableKind> for String {
+    fn from(k: VariableKind) -> Self {
+        match k {
+            VariableKind::Other(s) => s,
+            k => k.as_str().to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for VariableKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A value a context or a stack holds. Secrets are write-only: the server never returns
+/// their value, and `checksum` is how versions are told apart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Variable {
+    /// The environment variable's name, the Terraform variable's name, or the file's
+    /// relative path.
+    pub name: String,
+    pub kind: VariableKind,
+    pub secret: bool,
+    /// Only given to the apply phase, not to plans.
+    pub apply_only: bool,
+    /// `None` for secrets.
+    pub value: Option<String>,
+    pub checksum: String,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A variable as a stack's runs get it, after the stack's own values and its contexts'
+/// were merged by precedence (`stackEnvironment`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectiveVariable {
+    pub name: String,
+    pub kind: VariableKind,
+    pub secret: bool,
+    pub apply_only: bool,
+    /// `None` for secrets.
+    pub value: Option<String>,
+    pub checksum: String,
+    /// Where the value comes from: `stack` or `context:<context id>`.
+    pub source: String,
+    /// The context attachment's priority; `None` for the stack's own values and for
+    /// auto-attached contexts.
+    pub priority: Option<i32>,
+    /// The value comes from a context attached by label rather than by hand.
+    pub auto_attached: bool,
+}
+
+/// `contextSetVariable` / `stackSetVariable` input. `Debug` leaves a secret's value out.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VariableInput {
+    pub name: String,
+    pub value: String,
+    pub kind: VariableKind,
+    /// Write-only from now on: the API never returns the value again.
+    pub secret: bool,
+    pub apply_only: bool,
+}
+
+impl fmt::Debug for VariableInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value: &dyn fmt::Debug = if self.secret { &"<redacted>" } else { &self.value };
+        f.debug_struct("VariableInput")
+            .field("name", &self.name)
+            .field("value", value)
+            .field("kind", &self.kind)
+            .field("secret", &self.secret)
+            .field("apply_only", &self.apply_only)
+            .finish()
+    }
+}
+
+/// A context attached to a stack. Of two attached contexts setting the same variable, the
+/// lower priority number wins (0 beats 1); the stack's own values beat every context's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextAttachment {
+    /// The context's id.
+    pub context: String,
+    /// The stack's slug.
+    pub stack: String,
+    pub priority: i32,
+    /// Attached because of a label, not by hand.
+    pub auto_attached: bool,
+}
+
+/// A named set of variables that stacks share by attaching it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Context {
+    /// The slug; contexts are addressed by it.
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub labels: Vec<String>,
+    /// The space's slug.
+    pub space: String,
+    pub variables: Vec<Variable>,
+    pub attachments: Vec<ContextAttachment>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `contextCreate` input; `None` fields take the server's defaults (id from the name, the
+/// root space).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextCreateInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    /// The space's slug.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub space: Option<String>,
+}
+
+/// An AWS role runs of the attached stacks assume with the run's identity token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwsIntegration {
+    /// The slug; integrations are addressed by it.
+    pub id: String,
+    pub name: String,
+    /// The space's slug.
+    pub space: String,
+    pub role_arn: String,
+    /// The role for plans (read-only work); `None`: `role_arn` for every phase.
+    pub read_role_arn: Option<String>,
+    pub audience: Option<String>,
+    pub duration_seconds: i32,
+    /// The attached stacks' slugs.
+    pub stacks: Vec<String>,
+}
+
+/// `awsIntegrationCreate` input; `None` fields take the server's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwsIntegrationInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    pub role_arn: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_role_arn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<i32>,
+    /// The space's slug.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub space: Option<String>,
+}

@@ -44,6 +44,22 @@ enum Cmd {
     Migrate,
     /// Print the effective configuration, secrets redacted.
     PrintConfig,
+    /// Encryption keys.
+    #[command(subcommand)]
+    Keys(KeysCmd),
+}
+
+#[derive(Subcommand)]
+enum KeysCmd {
+    /// Re-wrap every organization's data key (and the OIDC signing keys) under
+    /// `secrets.master_key`, opening them with it or a key in `secrets.previous_master_keys`.
+    /// Safe while the services run, once they know both keys.
+    Rotate,
+    /// Start signing run identity tokens with a new key; the old one stays in the JWKS for
+    /// `identity.key_overlap_secs`.
+    RotateOidc,
+    /// Print a new random master key (64 hex characters).
+    Generate,
 }
 
 fn main() -> std::process::ExitCode {
@@ -78,11 +94,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let cfg = Config::load(cli.config.as_deref())?;
             terraplane_scheduler::serve(&cfg, shutdown_on_signal()).await
         }
+        Cmd::Keys(k) => keys(cli.config, k).await,
         Cmd::Runner => {
             let cfg = Config::load(cli.config.as_deref())?;
             terraplane_runner::serve(&cfg, shutdown_on_signal()).await
         }
     }
+}
+
+async fn keys(config: Option<PathBuf>, cmd: KeysCmd) -> anyhow::Result<()> {
+    if let KeysCmd::Generate = cmd {
+        use rand::RngCore;
+        let mut b = [0u8; 32];
+        rand::thread_rng().fill_bytes(&mut b);
+        println!("{}", hex::encode(b));
+        return Ok(());
+    }
+    let cfg = Config::load(config.as_deref())?;
+    let store = terraplane_api::open_store(&cfg).await?;
+    match cmd {
+        KeysCmd::Rotate => {
+            let r = store.rotate_master_key().await?;
+            println!(
+                "re-wrapped {} data key(s) and {} OIDC signing key(s) under the current master key; {} data key(s) already used it",
+                r.data_keys_rewrapped, r.oidc_keys_rewrapped, r.data_keys_current
+            );
+        }
+        KeysCmd::RotateOidc => {
+            let kid = terraplane_api::identity::rotate(&store, chrono::Utc::now()).await?;
+            println!("new OIDC signing key {kid}; earlier keys stay published for the overlap");
+        }
+        KeysCmd::Generate => {}
+    }
+    Ok(())
 }
 
 /// Reads a secret kept in the data directory, creating it on first start.

@@ -3,6 +3,8 @@
 
 mod apikey;
 mod audit;
+mod context;
+mod integration;
 mod login;
 mod org;
 mod role;
@@ -75,6 +77,8 @@ async fn dispatch_command(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
         Command::Role(c) => app.role(c).await,
         Command::ApiKey(c) => app.api_key(c).await,
         Command::Audit(c) => app.audit(c).await,
+        Command::Context(c) => app.context(c).await,
+        Command::Integration(c) => app.integration(c).await,
     }
 }
 

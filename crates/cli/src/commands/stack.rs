@@ -1,10 +1,11 @@
 //! `tpctl stack …`.
 
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 use terraplane_client::StackCreateInput;
 
 use super::App;
-use crate::cli::{StackCommand, StackCreateArgs};
+use super::context::set_message;
+use crate::cli::{StackCommand, StackCreateArgs, StackEnvArgs, StackEnvCommand};
 use crate::output;
 
 impl App<'_, '_> {
@@ -41,6 +42,36 @@ impl App<'_, '_> {
             StackCommand::Delete { stack } => {
                 let s = self.client.stack_delete(&stack).await?;
                 self.show(&s, |s| format!("Deleted stack {}\n", s.id))
+            }
+            StackCommand::Env(a) => self.stack_env(a).await,
+        }
+    }
+
+    async fn stack_env(&mut self, a: StackEnvArgs) -> Result<()> {
+        let cmd = match (a.command, a.stack) {
+            (Some(c), _) => c,
+            (None, Some(stack)) => StackEnvCommand::List { stack },
+            // clap asks for one or the other.
+            (None, None) => bail!("name a stack: `tpctl stack env STACK`"),
+        };
+        match cmd {
+            StackEnvCommand::Set { stack, variable } => {
+                let input = self.variable_input(variable)?;
+                let v = self.client.stack_set_variable(&stack, &input).await?;
+                self.show(&v, |v| set_message(v, &format!("stack {stack}")))
+            }
+            StackEnvCommand::Unset { stack, key } => {
+                let v = self.client.stack_unset_variable(&stack, &key).await?;
+                self.show(&v, |v| {
+                    format!("Removed {} from stack {stack}\n", output::variable_label(v))
+                })
+            }
+            StackEnvCommand::List { stack } => {
+                let vars = self.client.stack_environment(&stack).await?;
+                if vars.is_empty() && !self.json_mode() {
+                    return self.remark(&format!("Stack {stack} has no variables.\n"));
+                }
+                self.show(&vars, |v| output::environment_table(v))
             }
         }
     }

@@ -12,6 +12,7 @@ use terraplane_cli::{Cli, Context};
 use terraplane_test_support::mock::{MockServer, Reply, Request};
 
 mod sso;
+mod variables;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 

@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 use terraplane_client::{
-    ApiKeyCreate, ApiKeyKind, AuditQuery, Client, ClientError, RunState, RunType, SpaceCreate, StackCreateInput,
-    Subject, UserCreate,
+    ApiKeyCreate, ApiKeyKind, AuditQuery, AwsIntegrationInput, Client, ClientError, ContextCreateInput, RunState,
+    RunType, SpaceCreate, StackCreateInput, Subject, UserCreate, VariableInput, VariableKind,
 };
 use terraplane_test_support::mock::{MockServer, Reply, Request};
 
@@ -680,5 +680,152 @@ async fn logout_sends_the_mutation_with_the_token() -> TestResult {
     assert_eq!(r.header("authorization").as_deref(), Some("Bearer a1"));
     let err = Client::new(&srv.url(), Some("tpk_key".into()))?.logout().await.err();
     assert_eq!(err.as_ref().and_then(ClientError::code), Some("bad_request"));
+    Ok(())
+}
+
+/// The root field of an operation (`contextAttach` in `mutation(…) { contextAttach(…) … }`).
+fn root_field(q: &str) -> String {
+    q.split_once('{')
+        .map(|(_, rest)| rest.trim_start())
+        .unwrap_or_default()
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect()
+}
+
+fn variable_json(name: &str, secret: bool) -> Value {
+    json!({"name": name, "kind": "TERRAFORM", "secret": secret, "applyOnly": false,
+           "value": if secret { Value::Null } else { json!("v") }, "checksum": "c1", "updatedAt": T0})
+}
+
+fn context_json() -> Value {
+    json!({"id": "aws", "name": "AWS", "description": "", "labels": [], "space": "root",
+           "variables": [variable_json("token", true)],
+           "attachments": [{"context": "aws", "stack": "net", "priority": 1, "autoAttached": false}],
+           "createdAt": T0})
+}
+
+fn aws_json() -> Value {
+    json!({"id": "aws", "name": "AWS", "space": "root", "roleArn": "arn:r", "readRoleArn": null,
+           "audience": "sts.amazonaws.com", "durationSeconds": 3600, "stacks": ["net"]})
+}
+
+#[tokio::test]
+async fn contexts_variables_and_aws_integrations_send_each_operation_with_its_variables() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let field = root_field(&operation(r).0);
+        let v = match field.as_str() {
+            "contexts" => json!([context_json()]),
+            "context" | "contextCreate" | "contextDelete" => context_json(),
+            "contextSetVariable" | "stackSetVariable" => variable_json("token", true),
+            "contextUnsetVariable" | "stackUnsetVariable" => variable_json("region", false),
+            "contextAttach" | "contextDetach" => {
+                json!({"context": "aws", "stack": "net", "priority": 1, "autoAttached": false})
+            }
+            "stackVariables" => json!([variable_json("region", false)]),
+            "stackEnvironment" => json!([{"name": "token", "kind": "ENV", "secret": true, "applyOnly": false,
+                                          "value": null, "checksum": "c1", "source": "context:aws",
+                                          "priority": null, "autoAttached": true}]),
+            "awsIntegrations" => json!([aws_json()]),
+            "awsIntegrationCreate" | "awsIntegrationDelete" | "awsIntegrationAttach" | "awsIntegrationDetach" => {
+                aws_json()
+            }
+            _ => return Reply::json(200, json!({"errors": [{"message": format!("unknown field {field}")}]})),
+        };
+        Reply::json(200, json!({ "data": { field: v } }))
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+    let secret = VariableInput {
+        name: "token".into(),
+        value: "s3cr3t".into(),
+        kind: VariableKind::Terraform,
+        secret: true,
+        apply_only: false,
+    };
+
+    let ctx = c.contexts().await?;
+    assert_eq!(ctx[0].variables[0].value, None);
+    assert_eq!(c.context("aws").await?.attachments[0].priority, 1);
+    let created = c
+        .context_create(&ContextCreateInput {
+            name: "AWS".into(),
+            labels: Some(vec!["autoattach:prod".into()]),
+            ..Default::default()
+        })
+        .await?;
+    assert_eq!(created.id, "aws");
+    assert!(c.context_set_variable("aws", &secret).await?.secret);
+    assert_eq!(c.context_unset_variable("aws", "region").await?.name, "region");
+    assert_eq!(c.context_attach("aws", "net", 1).await?.stack, "net");
+    assert_eq!(c.context_detach("aws", "net").await?.context, "aws");
+    assert_eq!(c.context_delete("aws").await?.id, "aws");
+    assert_eq!(c.stack_variables("net").await?[0].kind, VariableKind::Terraform);
+    let env = c.stack_environment("net").await?;
+    assert!(env[0].auto_attached && env[0].priority.is_none() && env[0].value.is_none());
+    assert!(c.stack_set_variable("net", &secret).await?.secret);
+    assert_eq!(
+        c.stack_unset_variable("net", "region").await?.value.as_deref(),
+        Some("v")
+    );
+    assert_eq!(c.aws_integrations().await?[0].stacks, ["net"]);
+    let input = AwsIntegrationInput {
+        name: "AWS".into(),
+        role_arn: "arn:r".into(),
+        ..Default::default()
+    };
+    assert_eq!(c.aws_integration_create(&input).await?.duration_seconds, 3600);
+    assert_eq!(c.aws_integration_attach("aws", "net").await?.id, "aws");
+    assert_eq!(c.aws_integration_detach("net").await?.id, "aws");
+    assert_eq!(c.aws_integration_delete("aws").await?.id, "aws");
+
+    let sent: Vec<(String, Value)> = srv.requests().iter().map(operation).collect();
+    let var_input =
+        json!({"name": "token", "value": "s3cr3t", "kind": "TERRAFORM", "secret": true, "applyOnly": false});
+    let expected = [
+        ("contexts", json!({})),
+        ("context", json!({"id": "aws"})),
+        (
+            "contextCreate",
+            json!({"input": {"name": "AWS", "labels": ["autoattach:prod"]}}),
+        ),
+        ("contextSetVariable", json!({"context": "aws", "input": var_input})),
+        ("contextUnsetVariable", json!({"context": "aws", "name": "region"})),
+        (
+            "contextAttach",
+            json!({"context": "aws", "stackId": "net", "priority": 1}),
+        ),
+        ("contextDetach", json!({"context": "aws", "stackId": "net"})),
+        ("contextDelete", json!({"id": "aws"})),
+        ("stackVariables", json!({"stackId": "net"})),
+        ("stackEnvironment", json!({"stackId": "net"})),
+        ("stackSetVariable", json!({"stackId": "net", "input": var_input})),
+        ("stackUnsetVariable", json!({"stackId": "net", "name": "region"})),
+        ("awsIntegrations", json!({})),
+        (
+            "awsIntegrationCreate",
+            json!({"input": {"name": "AWS", "roleArn": "arn:r"}}),
+        ),
+        ("awsIntegrationAttach", json!({"id": "aws", "stackId": "net"})),
+        ("awsIntegrationDetach", json!({"stackId": "net"})),
+        ("awsIntegrationDelete", json!({"id": "aws"})),
+    ];
+    assert_eq!(sent.len(), expected.len());
+    for ((q, vars), (field, want)) in sent.iter().zip(&expected) {
+        assert_eq!(root_field(q), *field, "{q}");
+        assert_eq!(vars, want, "{q}");
+        // The schema's arguments are `String!`, not `ID!`: a variable of another type is refused.
+        assert!(!q.contains("ID!"), "{q}");
+    }
+    let q = &sent[3].0;
+    assert!(
+        q.contains("contextSetVariable(context: $context, input: $input) { name kind secret applyOnly value checksum updatedAt }"),
+        "{q}"
+    );
+    let q = &sent[0].0;
+    assert!(
+        q.contains("variables { name kind secret applyOnly value checksum updatedAt } attachments { context stack priority autoAttached } createdAt"),
+        "{q}"
+    );
     Ok(())
 }
