@@ -71,6 +71,21 @@ pub struct JobSpec {
     /// AWS credentials to obtain for this phase.
     #[serde(default)]
     pub aws: Option<AwsAssume>,
+    /// Secret values this phase does not receive but may still print (a saved plan
+    /// carries the Terraform variables it was made with): masked like the others.
+    #[serde(default)]
+    pub also_mask: Redacted,
+}
+
+/// Secret strings that `Debug` never shows.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Redacted(pub Vec<String>);
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{} redacted]", self.0.len())
+    }
 }
 
 /// One value for the run. `Debug` never shows a secret's value.

@@ -618,24 +618,30 @@ impl crate::Store {
         Ok(())
     }
 
-    /// The newest signing key not retired.
-    pub async fn oidc_active_key(&self) -> Result<Option<OidcKey>> {
-        let ring = self.keyring()?;
-        let Some(m) = oidc_keys::Entity::find()
+    /// The id of the newest signing key not retired.
+    pub async fn oidc_active_kid(&self) -> Result<Option<String>> {
+        Ok(oidc_keys::Entity::find()
             .filter(oidc_keys::Column::RetiredAt.is_null())
             .order_by_desc(oidc_keys::Column::CreatedAt)
             .one(&self.db)
             .await?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(OidcKey {
+            .map(|m| m.kid))
+    }
+
+    /// A signing key, decrypted.
+    pub async fn oidc_key(&self, kid: &str) -> Result<OidcKey> {
+        let ring = self.keyring()?;
+        let m = oidc_keys::Entity::find_by_id(kid.to_owned())
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::NotFound("signing key"))?;
+        Ok(OidcKey {
             private_der: ring.open_instance(&m.private_key, OIDC_PURPOSE)?,
             kid: m.kid,
             public_jwk: m.public_jwk,
             created_at: m.created_at,
             retired_at: m.retired_at,
-        }))
+        })
     }
 
     /// Stores a new signing key, sealed by the master key. With `retire_others`, the keys in

@@ -70,11 +70,13 @@ impl Subject<'_> {
     }
 }
 
-/// Serializes key creation within the process (a second api creating one concurrently
-/// only adds a key that is published too).
+/// Signs run tokens. Decrypted signing keys are kept by id, so a claim costs one small
+/// query (which key is current) and no decryption; key creation is serialized within the
+/// process (a second api creating one concurrently only adds a key that is published too).
 #[derive(Default)]
 pub struct Issuer {
     creating: Mutex<()>,
+    keys: std::sync::Mutex<std::collections::HashMap<String, jsonwebtoken::EncodingKey>>,
 }
 
 /// A new RSA signing key: (kid, PKCS#8 DER, public JWK).
@@ -105,37 +107,41 @@ pub async fn rotate(store: &Store, now: DateTime<Utc>) -> anyhow::Result<String>
     Ok(kid)
 }
 
+/// PKCS#8 DER of an RSA key as the signer wants it.
+fn encoding_key(der: &[u8]) -> ApiResult<jsonwebtoken::EncodingKey> {
+    use rsa::pkcs1::EncodeRsaPrivateKey;
+    let pkcs1 = rsa::RsaPrivateKey::from_pkcs8_der(der)
+        .and_then(|k| k.to_pkcs1_der().map_err(rsa::pkcs8::Error::from))
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("stored signing key is unusable: {e}")))?;
+    Ok(jsonwebtoken::EncodingKey::from_rsa_der(pkcs1.as_bytes()))
+}
+
 impl Issuer {
     /// The signing key in use, created on first use.
     async fn signing_key(&self, store: &Store, now: DateTime<Utc>) -> ApiResult<(String, jsonwebtoken::EncodingKey)> {
-        let key = match store.oidc_active_key().await? {
+        let kid = match store.oidc_active_kid().await? {
             Some(k) => k,
             None => {
                 let _g = self.creating.lock().await;
-                match store.oidc_active_key().await? {
+                match store.oidc_active_kid().await? {
                     Some(k) => k,
                     None => {
                         let (kid, der, jwk) = generate_key().await.map_err(ApiError::Internal)?;
                         store.oidc_add_key(&kid, &der, &jwk, false, now).await?;
                         tracing::info!(%kid, "created the OIDC signing key");
-                        store
-                            .oidc_active_key()
-                            .await?
-                            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("signing key vanished")))?
+                        kid
                     }
                 }
             }
         };
-        // Validate the DER before handing it to the signer.
-        rsa::RsaPrivateKey::from_pkcs8_der(&key.private_der)
-            .map_err(|e| ApiError::Internal(anyhow::anyhow!("stored signing key is unusable: {e}")))?;
-        let pkcs1 = {
-            use rsa::pkcs1::EncodeRsaPrivateKey;
-            rsa::RsaPrivateKey::from_pkcs8_der(&key.private_der)
-                .and_then(|k| k.to_pkcs1_der().map_err(rsa::pkcs8::Error::from))
-                .map_err(|e| ApiError::Internal(anyhow::anyhow!("stored signing key is unusable: {e}")))?
-        };
-        Ok((key.kid, jsonwebtoken::EncodingKey::from_rsa_der(pkcs1.as_bytes())))
+        if let Some(k) = self.keys.lock().ok().and_then(|m| m.get(&kid).cloned()) {
+            return Ok((kid, k));
+        }
+        let key = encoding_key(&store.oidc_key(&kid).await?.private_der)?;
+        if let Ok(mut m) = self.keys.lock() {
+            m.insert(kid.clone(), key.clone());
+        }
+        Ok((kid, key))
     }
 
     /// A signed identity token for one run phase.

@@ -108,8 +108,8 @@ async fn claim(
         None
     };
     let space = st.store.scope(run.org_id).get_space(stack.space_id).await?;
-    let variables = crate::vars::run_values(&st, &stack, run.run_type, body.phase)
-        .await?
+    let (values, also_mask) = crate::vars::run_values(&st, &stack, run.run_type, body.phase).await?;
+    let variables = values
         .into_iter()
         .map(|(v, value)| JobVariable {
             kind: v.kind,
@@ -173,6 +173,7 @@ async fn claim(
         variables,
         oidc_token: Some(oidc_token),
         aws,
+        also_mask: terraplane_protocol::Redacted(also_mask),
     };
     st.bus.publish(BusEvent::RunChanged(run.id));
     Ok(HttpResponse::Ok().json(spec))

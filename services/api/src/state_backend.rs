@@ -170,12 +170,15 @@ async fn post_state(
         Actor::Run { run_id, .. } => Some(run_id),
         _ => None,
     };
+    // Outputs are kept in clear for the API: the stack's secret values never are.
+    let mut outputs = terraplane_domain::state::outputs(body);
+    crate::vars::secret_masker(st, stack).await?.mask_json(&mut outputs);
     let v = NewStateVersion {
         body,
         meta: &meta,
         md5: hex::encode(md5),
         sha256: hex::encode(Sha256::digest(body)),
-        outputs: terraplane_domain::state::outputs(body),
+        outputs,
         run_id,
         created_by: p.name(),
     };

@@ -460,20 +460,40 @@ pub async fn stack_environment(st: &AppState, p: &Principal, stack: &str) -> Api
         .collect())
 }
 
-/// The values a claimed run's phase receives, decrypted: `(value, plaintext)`.
+/// What a claimed run's phase gets: the values it receives, decrypted, as
+/// `(value, plaintext)`, and the plan-visible secrets it doesn't receive but may print (the
+/// Terraform variables a saved plan carries into its apply). Apply-only secrets never
+/// reach a plan phase, not even for masking.
 pub async fn run_values(
     st: &AppState,
     stack: &Stack,
     run_type: terraplane_domain::RunType,
     phase: terraplane_domain::RunPhase,
-) -> ApiResult<Vec<(ConfigValue, String)>> {
+) -> ApiResult<(Vec<(ConfigValue, String)>, Vec<String>)> {
     let scope = st.store.scope(stack.org_id);
-    Ok(effective_items(&scope, stack, true)
-        .await?
-        .into_iter()
-        .filter(|(Item(v, _), _)| vars::delivered(v.kind, v.apply_only, run_type, phase))
-        .filter_map(|(Item(v, plain), _)| plain.map(|p| (v, p)))
-        .collect())
+    let mut given = Vec::new();
+    let mut also_mask = Vec::new();
+    for (Item(v, plain), _) in effective_items(&scope, stack, true).await? {
+        let Some(plain) = plain else { continue };
+        if vars::delivered(v.kind, v.apply_only, run_type, phase) {
+            given.push((v, plain));
+        } else if v.secret && !v.apply_only {
+            also_mask.push(plain);
+        }
+    }
+    Ok((given, also_mask))
+}
+
+/// A masker for every secret value the stack's runs can receive.
+pub async fn secret_masker(st: &AppState, stack: &Stack) -> ApiResult<terraplane_domain::mask::Masker> {
+    let scope = st.store.scope(stack.org_id);
+    let items = effective_items(&scope, stack, true).await?;
+    Ok(terraplane_domain::mask::Masker::new(
+        items
+            .iter()
+            .filter(|(Item(v, _), _)| v.secret)
+            .filter_map(|(Item(_, plain), _)| plain.as_deref()),
+    ))
 }
 
 // ---- AWS integrations ----

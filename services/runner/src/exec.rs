@@ -30,7 +30,13 @@ impl<E: std::fmt::Display> From<E> for Failure {
 
 /// Everything secret this phase holds: masked in its logs, reasons, plan and outputs.
 fn masker_for(spec: &JobSpec) -> Masker {
-    let mut m = Masker::new(spec.variables.iter().filter(|v| v.secret).map(|v| v.value.as_str()));
+    let mut m = Masker::new(
+        spec.variables
+            .iter()
+            .filter(|v| v.secret)
+            .map(|v| v.value.as_str())
+            .chain(spec.also_mask.0.iter().map(String::as_str)),
+    );
     m.add(&spec.run_token);
     if let Some(t) = &spec.oidc_token {
         m.add(t);

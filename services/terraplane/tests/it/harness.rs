@@ -44,6 +44,50 @@ pub struct Options {
     pub sso_issuer: Option<String>,
     /// A GitHub stand-in (web and API at the same address).
     pub github_url: Option<String>,
+    /// Where runners call AWS STS.
+    pub sts_endpoint: Option<String>,
+    /// The master key (64 hex characters).
+    pub master_key: &'static str,
+}
+
+pub const MASTER_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+/// Every service log line of this test process (all levels from debug for Terraplane's
+/// crates), so tests can assert what never reaches a log. With `TEST_LOG` set the lines
+/// are printed too.
+pub static SERVICE_LOG: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+struct CaptureWriter;
+
+impl std::io::Write for CaptureWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut l) = SERVICE_LOG.lock() {
+            l.extend_from_slice(buf);
+        }
+        if std::env::var_os("TEST_LOG").is_some() {
+            eprint!("{}", String::from_utf8_lossy(buf));
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("info,terraplane=debug,terraplane_api=debug,terraplane_runner=debug,terraplane_scheduler=debug,terraplane_store=debug,sqlx=warn")
+            .with_ansi(false)
+            .with_writer(|| CaptureWriter)
+            .try_init();
+    });
+}
+
+/// Everything the services logged so far in this process.
+pub fn service_log() -> String {
+    String::from_utf8_lossy(&SERVICE_LOG.lock().unwrap()).into_owned()
 }
 
 impl Default for Options {
@@ -57,6 +101,8 @@ impl Default for Options {
             signup: false,
             sso_issuer: None,
             github_url: None,
+            sts_endpoint: None,
+            master_key: MASTER_KEY,
         }
     }
 }
@@ -95,18 +141,12 @@ pub fn terraform_bin() -> PathBuf {
 
 /// Skips (returns None) when the backend's services are unreachable, except under CI.
 pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
-    if std::env::var_os("TEST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter("info,sqlx=warn")
-            .with_test_writer()
-            .try_init();
-    }
+    capture_logs();
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = Config::default();
     cfg.auth.jwt_secret = Some(Secret::new("test-jwt-secret"));
-    cfg.secrets.master_key = Some(Secret::new(
-        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
-    ));
+    cfg.secrets.master_key = Some(Secret::new(opts.master_key));
+    cfg.runner.sts_endpoint = opts.sts_endpoint.clone();
     cfg.runner.pool_token = Some(Secret::new(POOL_TOKEN));
     cfg.runner.work_dir = Some(tmp.path().join("work"));
     cfg.runner.terraform_bin = Some(opts.terraform_bin.clone().unwrap_or_else(terraform_bin));
@@ -202,6 +242,32 @@ impl TestApp {
     /// is killed with it (kill_on_drop), and it sends nothing more.
     pub fn kill_runner(&mut self, i: usize) {
         self.runners[i].1.abort();
+    }
+
+    /// Every byte the database holds: the SQLite files as they are on disk, or a
+    /// `pg_dump` of the PostgreSQL database (bytea columns appear in hex).
+    pub fn database_dump(&self) -> Vec<u8> {
+        match self.backend {
+            Backend::Sqlite => {
+                let mut out = Vec::new();
+                for suffix in ["", "-wal", "-shm"] {
+                    if let Ok(b) = std::fs::read(self.tmp.path().join(format!("t.db{suffix}"))) {
+                        out.extend(b);
+                    }
+                }
+                assert!(!out.is_empty(), "no SQLite file");
+                out
+            }
+            Backend::Postgres => {
+                let url = &self.pg_db.as_ref().unwrap().url;
+                let o = std::process::Command::new("pg_dump")
+                    .args(["--data-only", "--no-owner", url.as_str()])
+                    .output()
+                    .expect("pg_dump (PostgreSQL's client tools) must be installed");
+                assert!(o.status.success(), "pg_dump: {}", String::from_utf8_lossy(&o.stderr));
+                o.stdout
+            }
+        }
     }
 
     pub fn org(&self) -> &str {
@@ -309,6 +375,54 @@ pub fn git_repo(dir: &Path, files: &[(&str, &str)]) -> String {
         assert!(st.success(), "git {args:?}");
     }
     format!("file://{}", dir.display())
+}
+
+/// A terraform that records each invocation's arguments and environment in `dir` (one
+/// file per call, named by time) before running the real one: how tests see what a phase
+/// was given. The runner clears the environment, so the paths are written into the script.
+pub fn recording_terraform(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = dir.join("terraform-recording.sh");
+    let real = terraform_bin();
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nf=\"{d}/call-$(date +%s%N)-$$.env\"\necho \"ARGS=$*\" > \"$f\"\nenv >> \"$f\"\nexec \"{real}\" \"$@\"\n",
+            d = dir.display(),
+            real = real.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// The recorded calls of [`recording_terraform`], oldest first: (subcommand, environment).
+pub fn recorded_calls(dir: &Path) -> Vec<(String, std::collections::HashMap<String, String>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "env"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let mut env = std::collections::HashMap::new();
+            let mut sub = String::new();
+            for line in text.lines() {
+                if let Some(a) = line.strip_prefix("ARGS=") {
+                    sub = a.split_whitespace().next().unwrap_or_default().to_owned();
+                    env.insert("ARGS".to_owned(), a.to_owned());
+                } else if let Some((k, v)) = line.split_once('=') {
+                    env.insert(k.to_owned(), v.to_owned());
+                }
+            }
+            (sub, env)
+        })
+        .collect()
 }
 
 pub const TWO_RESOURCES: &str = r#"

@@ -25,25 +25,47 @@ struct Refs {
     team: (String, String),
     email: (String, String),
     key: (String, String),
+    context: (String, String),
+    aws: (String, String),
 }
 
 impl Refs {
     fn all(&self) -> Vec<&str> {
-        [&self.stack, &self.run, &self.space, &self.team, &self.email, &self.key]
-            .iter()
-            .flat_map(|(a, b)| [a.as_str(), b.as_str()])
-            .collect()
+        [
+            &self.stack,
+            &self.run,
+            &self.space,
+            &self.team,
+            &self.email,
+            &self.key,
+            &self.context,
+            &self.aws,
+        ]
+        .iter()
+        .flat_map(|(a, b)| [a.as_str(), b.as_str()])
+        .collect()
     }
 
     fn a_values(&self) -> Vec<&str> {
-        [&self.stack, &self.run, &self.space, &self.team, &self.email, &self.key]
-            .iter()
-            .map(|(a, _)| a.as_str())
-            .collect()
+        [
+            &self.stack,
+            &self.run,
+            &self.space,
+            &self.team,
+            &self.email,
+            &self.key,
+            &self.context,
+            &self.aws,
+        ]
+        .iter()
+        .map(|(a, _)| a.as_str())
+        .collect()
     }
 }
 
-const REF_ARGS: &[&str] = &["id", "stackId", "runId", "space", "parent", "team", "subject"];
+const REF_ARGS: &[&str] = &[
+    "id", "stackId", "runId", "space", "parent", "team", "subject", "context",
+];
 /// Fields whose `email` names an existing member (elsewhere it names someone new).
 const EMAIL_REF_FIELDS: &[&str] = &["teamAddMember", "memberSetRole", "memberRemove"];
 
@@ -69,6 +91,10 @@ fn literal(field: &str, arg: &str, ty: &Value, refs: &Refs, a: bool) -> Option<S
             pick(&refs.space)
         } else if field.starts_with("apiKey") {
             pick(&refs.key)
+        } else if field.starts_with("context") {
+            pick(&refs.context)
+        } else if field.starts_with("awsIntegration") {
+            pick(&refs.aws)
         } else {
             pick(&refs.stack)
         }
@@ -79,6 +105,7 @@ fn literal(field: &str, arg: &str, ty: &Value, refs: &Refs, a: bool) -> Option<S
         "stackId" => pick(&refs.stack),
         "runId" => pick(&refs.run),
         "space" | "parent" => pick(&refs.space),
+        "context" => pick(&refs.context),
         "team" => pick(&refs.team),
         "email" if EMAIL_REF_FIELDS.contains(&field) => pick(&refs.email),
         "subject" => format!("{{user: {}}}", pick(&refs.email)),
@@ -88,6 +115,12 @@ fn literal(field: &str, arg: &str, ty: &Value, refs: &Refs, a: bool) -> Option<S
                 pick(&refs.space)
             )
         }
+        "input" if field.ends_with("SetVariable") => "{name: \"ISO_VAR\", value: \"iso\"}".into(),
+        "input" if field == "contextCreate" => format!("{{name: \"iso\", space: {}}}", pick(&refs.space)),
+        "input" if field == "awsIntegrationCreate" => format!(
+            "{{name: \"iso\", roleArn: \"arn:aws:iam::123456789012:role/iso\", space: {}}}",
+            pick(&refs.space)
+        ),
         "input" => "{name: \"renamed\"}".into(),
         _ if !required => return None,
         _ => match base_type(ty) {
@@ -186,6 +219,12 @@ async fn first_ws_message(app: &TestApp, token: &str, query: &str) -> Value {
     }
 }
 
+/// Everything of A's that B's calls must leave as it was.
+const A_SNAPSHOT: &str = "{ stacks { id name lock { holder } } runs(stackId: \"a-stack\") { id state } spaces { id } \
+    teams { id members } users { email role } stateVersions(stackId: \"a-stack\") { serial } apiKeys { id revokedAt } \
+    contexts { id labels variables { name checksum } attachments { stack priority } } \
+    stackEnvironment(stackId: \"a-stack\") { name source checksum } awsIntegrations { id roleArn stacks } }";
+
 async fn matrix(app: TestApp) {
     // Organization A (`default`): a stack with a run and state, a space, a team, a member, a key.
     let a = &app.client;
@@ -232,7 +271,37 @@ async fn matrix(app: TestApp) {
             .status(),
         200
     );
-    let before_a = q(a, "{ stacks { id name lock { holder } } runs(stackId: \"a-stack\") { id state } spaces { id } teams { id members } users { email role } stateVersions(stackId: \"a-stack\") { serial } apiKeys { id revokedAt } }").await;
+    q(
+        a,
+        "mutation { contextCreate(input: {id: \"a-context\", name: \"a context\"}) { id } }",
+    )
+    .await;
+    q(
+        a,
+        "mutation { contextSetVariable(context: \"a-context\", input: {name: \"A_VAR\", value: \"a\"}) { name } }",
+    )
+    .await;
+    q(
+        a,
+        "mutation { contextAttach(context: \"a-context\", stackId: \"a-stack\") { priority } }",
+    )
+    .await;
+    q(
+        a,
+        "mutation { stackSetVariable(stackId: \"a-stack\", input: {name: \"A_OWN\", value: \"a\"}) { name } }",
+    )
+    .await;
+    q(
+        a,
+        "mutation { awsIntegrationCreate(input: {id: \"a-aws\", name: \"a aws\", roleArn: \"arn:aws:iam::123456789012:role/a\"}) { id } }",
+    )
+    .await;
+    q(
+        a,
+        "mutation { awsIntegrationAttach(id: \"a-aws\", stackId: \"a-stack\") { id } }",
+    )
+    .await;
+    let before_a = q(a, A_SNAPSHOT).await;
 
     // Organization B with an owner key.
     let other = app.store.create_org("bee", "Bee", chrono::Utc::now()).await.unwrap();
@@ -257,6 +326,8 @@ async fn matrix(app: TestApp) {
         team: ("a-team".into(), "zz-no-team".into()),
         email: ("a-user@example.com".into(), "zz-nobody@example.com".into()),
         key: (key_id.clone(), uuid::Uuid::now_v7().to_string()),
+        context: ("a-context".into(), "zz-no-context".into()),
+        aws: ("a-aws".into(), "zz-no-aws".into()),
     };
 
     let schema = raw(
@@ -333,6 +404,12 @@ async fn matrix(app: TestApp) {
         "runLogs",
         "spaceDelete",
         "memberRemove",
+        "context",
+        "contextAttach",
+        "contextSetVariable",
+        "stackSetVariable",
+        "stackEnvironment",
+        "awsIntegrationAttach",
     ] {
         assert!(checked.contains_key(must), "{must} not covered: {checked:?}");
     }
@@ -376,11 +453,19 @@ async fn matrix(app: TestApp) {
         let (sa, sb) = (ra.status(), rb.status());
         let (ta, tb) = (ra.text().await.unwrap(), rb.text().await.unwrap());
         assert_eq!((sa, &ta), (sb, &tb), "{method} {path}: A's ids answer differently");
+        if terraplane_api::identity::ROUTES.iter().any(|(_, p)| *p == path) {
+            // The OIDC issuer's public documents: the same for everyone, naming no tenant.
+            assert_eq!(sa.as_u16(), 200, "{method} {path}: {ta}");
+            for v in refs.a_values() {
+                assert!(!ta.contains(v), "{path} leaks {v}");
+            }
+            continue;
+        }
         assert!(matches!(sa.as_u16(), 401 | 403 | 404), "{method} {path}: {sa} {ta}");
     }
 
     // A is exactly as it was.
-    let after_a = q(a, "{ stacks { id name lock { holder } } runs(stackId: \"a-stack\") { id state } spaces { id } teams { id members } users { email role } stateVersions(stackId: \"a-stack\") { serial } apiKeys { id revokedAt } }").await;
+    let after_a = q(a, A_SNAPSHOT).await;
     assert_eq!(before_a, after_a);
     app.teardown().await;
 }

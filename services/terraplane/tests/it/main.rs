@@ -14,6 +14,7 @@ mod production;
 mod rbac;
 mod resilience;
 mod roles;
+mod secrets;
 mod sessions;
 mod sso;
 mod state_backend;

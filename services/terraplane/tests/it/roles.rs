@@ -53,6 +53,11 @@ fn needs() -> HashMap<&'static str, Need> {
         ("space", At(W::Reader)),
         ("auditEvents", At(W::Owner)),
         ("auditVerify", At(W::Owner)),
+        ("contexts", Member),
+        ("awsIntegrations", Member),
+        ("context", At(W::Reader)),
+        ("stackVariables", At(W::Reader)),
+        ("stackEnvironment", At(W::Reader)),
         // mutations
         ("login", Public),
         ("refresh", Public),
@@ -69,6 +74,18 @@ fn needs() -> HashMap<&'static str, Need> {
         ("stackUnlock", At(W::Writer)),
         ("stackUpdate", At(W::Writer)),
         ("stackCreate", At(W::Admin)),
+        ("stackSetVariable", At(W::Writer)),
+        ("stackUnsetVariable", At(W::Writer)),
+        ("contextCreate", At(W::Admin)),
+        ("contextDelete", At(W::Admin)),
+        ("contextSetVariable", At(W::Admin)),
+        ("contextUnsetVariable", At(W::Admin)),
+        ("contextAttach", At(W::Admin)),
+        ("contextDetach", At(W::Admin)),
+        ("awsIntegrationCreate", At(W::Admin)),
+        ("awsIntegrationDelete", At(W::Admin)),
+        ("awsIntegrationAttach", At(W::Admin)),
+        ("awsIntegrationDetach", At(W::Admin)),
         ("stackDelete", At(W::Admin)),
         ("spaceCreate", At(W::Admin)),
         ("stateForceUnlock", At(W::Admin)),
@@ -127,6 +144,33 @@ fn call(field: &str, who: Who, run: &str) -> Option<String> {
         "userCreate" => format!(r#"mutation {{ userCreate(email: "added-{n}@example.com") {{ id }} }}"#),
         "memberSetRole" => r#"mutation { memberSetRole(email: "spare@example.com", owner: false) { id } }"#.to_owned(),
         "memberRemove" => format!(r#"mutation {{ memberRemove(email: "leaver-{n}@example.com") }}"#),
+        "context" => r#"{ context(id: "ctx-dev") { id } }"#.to_owned(),
+        "stackVariables" => r#"{ stackVariables(stackId: "s-dev") { name } }"#.to_owned(),
+        "stackEnvironment" => r#"{ stackEnvironment(stackId: "s-dev") { name } }"#.to_owned(),
+        "stackSetVariable" => {
+            r#"mutation { stackSetVariable(stackId: "s-dev", input: {name: "SET_BY_ROLE", value: "x"}) { name } }"#.to_owned()
+        }
+        "stackUnsetVariable" => {
+            format!(r#"mutation {{ stackUnsetVariable(stackId: "s-dev", name: "UNSET_{n}") {{ name }} }}"#)
+        }
+        "contextCreate" => {
+            format!(r#"mutation {{ contextCreate(input: {{id: "ctx-new-{n}", name: "n", space: "dev"}}) {{ id }} }}"#)
+        }
+        "contextDelete" => format!(r#"mutation {{ contextDelete(id: "ctxdel-{n}") {{ id }} }}"#),
+        "contextSetVariable" => {
+            r#"mutation { contextSetVariable(context: "ctx-dev", input: {name: "SET_BY_ROLE", value: "x", secret: true}) { name } }"#.to_owned()
+        }
+        "contextUnsetVariable" => {
+            format!(r#"mutation {{ contextUnsetVariable(context: "ctx-dev", name: "UNSET_{n}") {{ name }} }}"#)
+        }
+        "contextAttach" => r#"mutation { contextAttach(context: "ctx-dev", stackId: "s-dev", priority: 2) { priority } }"#.to_owned(),
+        "contextDetach" => format!(r#"mutation {{ contextDetach(context: "ctx-dev", stackId: "lock-{n}") {{ priority }} }}"#),
+        "awsIntegrationCreate" => format!(
+            r#"mutation {{ awsIntegrationCreate(input: {{id: "aws-new-{n}", name: "n", roleArn: "arn:aws:iam::123456789012:role/r", space: "dev"}}) {{ id }} }}"#
+        ),
+        "awsIntegrationDelete" => format!(r#"mutation {{ awsIntegrationDelete(id: "awsdel-{n}") {{ id }} }}"#),
+        "awsIntegrationAttach" => r#"mutation { awsIntegrationAttach(id: "aws-dev", stackId: "s-dev") { id } }"#.to_owned(),
+        "awsIntegrationDetach" => format!(r#"mutation {{ awsIntegrationDetach(stackId: "lock-{n}") {{ id }} }}"#),
         "runLogs" | "runStateChanged" => return None, // subscriptions: checked below over GraphQL queries of the same run
         _ => return None,
     };
@@ -200,6 +244,31 @@ async fn setup(app: &TestApp) -> (Vec<(Who, Client)>, String) {
     )
     .await
     .unwrap();
+    // Contexts, values and AWS integrations in `dev`: shared ones, and one of each per caller
+    // to delete, unset or detach.
+    g(r#"mutation { contextCreate(input: {id: "ctx-dev", name: "c", space: "dev"}) { id } }"#.into()).await;
+    g(r#"mutation { awsIntegrationCreate(input: {id: "aws-dev", name: "a", roleArn: "arn:aws:iam::123456789012:role/r", space: "dev"}) { id } }"#.into()).await;
+    for w in WHO {
+        let n = name(w);
+        g(format!(
+            r#"mutation {{ contextCreate(input: {{id: "ctxdel-{n}", name: "c", space: "dev"}}) {{ id }} }}"#
+        ))
+        .await;
+        g(format!(r#"mutation {{ contextSetVariable(context: "ctx-dev", input: {{name: "UNSET_{n}", value: "x"}}) {{ name }} }}"#)).await;
+        g(format!(
+            r#"mutation {{ stackSetVariable(stackId: "s-dev", input: {{name: "UNSET_{n}", value: "x"}}) {{ name }} }}"#
+        ))
+        .await;
+        g(format!(
+            r#"mutation {{ contextAttach(context: "ctx-dev", stackId: "lock-{n}") {{ priority }} }}"#
+        ))
+        .await;
+        g(format!(r#"mutation {{ awsIntegrationCreate(input: {{id: "awsdel-{n}", name: "a", roleArn: "arn:aws:iam::123456789012:role/r", space: "dev"}}) {{ id }} }}"#)).await;
+        g(format!(
+            r#"mutation {{ awsIntegrationAttach(id: "aws-dev", stackId: "lock-{n}") {{ id }} }}"#
+        ))
+        .await;
+    }
     let run = c.run_trigger("s-dev", false).await.unwrap().id;
     let mut out = vec![(Who::Owner, app.client.clone())];
     for w in [Who::None, Who::Reader, Who::Writer, Who::Admin] {
@@ -254,9 +323,9 @@ async fn matrix(app: TestApp) {
             checked += 1;
         }
     }
-    // 26 role-gated queries and mutations × 5 callers. The two subscriptions go through the
+    // 41 role-gated queries and mutations × 5 callers. The two subscriptions go through the
     // same check as `run` (service::get_run) and are covered by the isolation matrix.
-    assert_eq!(checked, 5 * 26, "calls checked");
+    assert_eq!(checked, 5 * 41, "calls checked");
     app.teardown().await;
 }
 both_backends!(
