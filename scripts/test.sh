@@ -13,6 +13,10 @@ export TERRAFORM_BIN
 if [ -n "${TF_CLI_CONFIG_FILE:-}" ] && [ ! -e "$TF_CLI_CONFIG_FILE" ]; then unset TF_CLI_CONFIG_FILE; fi
 "$TERRAFORM_BIN" version | sed -n 1p
 
+echo "==> local AWS STS (moto)"
+MOTO_SERVER="$(scripts/install-moto.sh | tail -n1)"
+export MOTO_SERVER
+
 echo "==> services"
 scripts/ensure-services.sh
 

@@ -688,3 +688,214 @@ async fn rotation(app: TestApp) {
     app.teardown().await;
 }
 both_backends!(master_key_rotation_while_runs_go_on, Options::default(), rotation);
+
+/// A local AWS STS: moto's server (installed by `scripts/install-moto.sh`, found through
+/// `MOTO_SERVER`). `None` when it is missing outside CI.
+struct Moto {
+    url: String,
+    _child: tokio::process::Child,
+}
+
+async fn moto() -> Option<Moto> {
+    let bin = std::env::var_os("MOTO_SERVER")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/moto/bin/moto_server"));
+    if !bin.is_file() {
+        assert!(
+            !terraplane_test_support::ci(),
+            "moto_server not found at {}: run scripts/install-moto.sh",
+            bin.display()
+        );
+        eprintln!(
+            "skipped: moto_server not found at {} (scripts/install-moto.sh)",
+            bin.display()
+        );
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = tokio::process::Command::new(&bin)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..300 {
+        if reqwest::get(format!("{url}/moto-api/")).await.is_ok() {
+            return Some(Moto { url, _child: child });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("moto_server did not start on {url}");
+}
+
+/// Who STS says these credentials are.
+async fn caller_arn(sts: &str, env: &HashMap<String, String>) -> String {
+    let creds = aws_sdk_sts::config::Credentials::new(
+        &env["AWS_ACCESS_KEY_ID"],
+        &env["AWS_SECRET_ACCESS_KEY"],
+        Some(env["AWS_SESSION_TOKEN"].clone()),
+        None,
+        "test",
+    );
+    let conf = aws_sdk_sts::Config::builder()
+        .behavior_version(aws_sdk_sts::config::BehaviorVersion::latest())
+        .region(aws_sdk_sts::config::Region::new("us-east-1"))
+        .endpoint_url(sts)
+        .credentials_provider(creds)
+        .build();
+    let out = aws_sdk_sts::Client::from_conf(conf)
+        .get_caller_identity()
+        .send()
+        .await
+        .unwrap();
+    out.arn().unwrap_or_default().to_owned()
+}
+
+async fn aws_flow(backend: Backend) {
+    let Some(sts) = moto().await else { return };
+    let rec = std::env::temp_dir().join(format!("tp-aws-{}", uuid::Uuid::new_v4().simple()));
+    let opts = Options {
+        sts_endpoint: Some(sts.url.clone()),
+        terraform_bin: Some(recording_terraform(&rec)),
+        ..Options::default()
+    };
+    let Some(app) = spawn(backend, opts).await else { return };
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", TWO_RESOURCES)]);
+    app.stack("cloud", &repo, true).await;
+    app.stack("plain", &repo, true).await;
+    let c = &app.client;
+    let i = c
+        .aws_integration_create(&terraplane_client::AwsIntegrationInput {
+            id: Some("prod-aws".into()),
+            name: "prod".into(),
+            role_arn: "arn:aws:iam::123456789012:role/terraplane-writer".into(),
+            read_role_arn: Some("arn:aws:iam::123456789012:role/terraplane-reader".into()),
+            audience: Some("sts.amazonaws.com".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(i.duration_seconds, 900);
+    c.aws_integration_attach("prod-aws", "cloud").await.unwrap();
+    let run = c.run_trigger("cloud", false).await.unwrap();
+    let run = app.wait_state(&run.id, RunState::Finished, 120).await;
+    let (plan, apply) = calls_of(&rec, &run.id);
+    assert!(!plan.is_empty() && !apply.is_empty());
+    // Each phase got temporary credentials of its own role, and only those.
+    let (p, a) = (&plan[0], &apply[0]);
+    assert!(p["AWS_ACCESS_KEY_ID"].starts_with("ASIA"), "{p:?}");
+    assert_ne!(p["AWS_ACCESS_KEY_ID"], a["AWS_ACCESS_KEY_ID"]);
+    assert!(plan.iter().all(|e| e["AWS_ACCESS_KEY_ID"] == p["AWS_ACCESS_KEY_ID"]));
+    assert!(apply.iter().all(|e| e["AWS_ACCESS_KEY_ID"] == a["AWS_ACCESS_KEY_ID"]));
+    let plan_arn = caller_arn(&sts.url, p).await;
+    let apply_arn = caller_arn(&sts.url, a).await;
+    assert!(plan_arn.contains(":assumed-role/terraplane-reader/"), "{plan_arn}");
+    assert!(apply_arn.contains(":assumed-role/terraplane-writer/"), "{apply_arn}");
+    // The credentials never reach the log.
+    let log = app.log_text(&run.id).await;
+    assert!(
+        log.contains("assuming AWS role arn:aws:iam::123456789012:role/terraplane-reader"),
+        "{log}"
+    );
+    for e in [p, a] {
+        for k in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"] {
+            assert!(!log.contains(&e[k]), "{k} in the log");
+        }
+    }
+    // A stack without the integration gets none.
+    let other = c.run_trigger("plain", false).await.unwrap();
+    app.wait_state(&other.id, RunState::Finished, 120).await;
+    let (pp, pa) = calls_of(&rec, &other.id);
+    assert!(pp.iter().chain(&pa).all(|e| !e.contains_key("AWS_ACCESS_KEY_ID")));
+    // An integration in use can't be deleted; detached, it can.
+    assert_eq!(
+        c.aws_integration_delete("prod-aws").await.unwrap_err().code(),
+        Some("integration_in_use")
+    );
+    c.aws_integration_detach("cloud").await.unwrap();
+    c.aws_integration_delete("prod-aws").await.unwrap();
+    app.teardown().await;
+    let _ = std::fs::remove_dir_all(rec);
+}
+
+/// STS refuses: the run fails with STS's own message.
+async fn aws_refused(backend: Backend) {
+    let sts = terraplane_test_support::mock::MockServer::start(|_| {
+        terraplane_test_support::mock::Reply::text(
+            400,
+            r#"<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type><Code>InvalidIdentityToken</Code><Message>No OpenIDConnect provider found in your account for http://127.0.0.1</Message></Error><RequestId>1</RequestId></ErrorResponse>"#,
+        )
+    })
+    .await
+    .unwrap();
+    let opts = Options {
+        sts_endpoint: Some(sts.url()),
+        ..Options::default()
+    };
+    let Some(app) = spawn(backend, opts).await else { return };
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", TWO_RESOURCES)]);
+    app.stack("cloud", &repo, true).await;
+    let c = &app.client;
+    c.aws_integration_create(&terraplane_client::AwsIntegrationInput {
+        id: Some("aws".into()),
+        name: "aws".into(),
+        role_arn: "arn:aws:iam::123456789012:role/writer".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.aws_integration_attach("aws", "cloud").await.unwrap();
+    let run = c.run_trigger("cloud", false).await.unwrap();
+    let run = app.wait_state(&run.id, RunState::Failed, 120).await;
+    let err = run.error.unwrap_or_default();
+    assert!(
+        err.contains("InvalidIdentityToken: No OpenIDConnect provider found in your account"),
+        "{err}"
+    );
+    // STS was asked with the run's identity token for the role.
+    let reqs = sts.requests();
+    assert!(!reqs.is_empty());
+    let body = String::from_utf8_lossy(&reqs[0].body).into_owned();
+    assert!(body.contains("Action=AssumeRoleWithWebIdentity"), "{body}");
+    assert!(
+        body.contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fwriter"),
+        "{body}"
+    );
+    let token = body
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("WebIdentityToken="))
+        .unwrap();
+    let claims = verify_token(&app, token, "127.0.0.1").await;
+    assert_eq!(claims["stack"], "cloud");
+    app.teardown().await;
+}
+
+mod aws_dynamic_credentials {
+    use super::*;
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        aws_flow(Backend::Sqlite).await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        aws_flow(Backend::Postgres).await;
+    }
+}
+
+mod aws_sts_error_fails_the_run {
+    use super::*;
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        aws_refused(Backend::Sqlite).await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        aws_refused(Backend::Postgres).await;
+    }
+}
