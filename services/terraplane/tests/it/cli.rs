@@ -185,3 +185,120 @@ async fn tpctl_drives_a_run_end_to_end() {
     tp.run(&["stack", "delete", "broken"]).await.unwrap();
     app.teardown().await;
 }
+
+/// Contexts, stack values and the effective set through tpctl, against the real server and
+/// a real run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tpctl_manages_contexts_and_stack_env() {
+    let app = spawn(Backend::Sqlite, Options::default()).await.unwrap();
+    let tp = Tpctl {
+        config: app.tmp.path().join("tpctl.json"),
+    };
+    let tf = "variable \"greeting\" { type = string }\nvariable \"who\" { type = string }\noutput \"msg\" { value = \"${var.greeting}, ${var.who}\" }\n";
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", tf)]);
+    tp.run(&[
+        "login",
+        "--endpoint",
+        &app.base,
+        "--email",
+        "admin@terraplane.local",
+        "--password",
+        "admin-password",
+    ])
+    .await
+    .unwrap();
+    tp.run(&[
+        "stack",
+        "create",
+        "--name",
+        "Web",
+        "--slug",
+        "web",
+        "--repository",
+        &repo,
+        "--autodeploy",
+    ])
+    .await
+    .unwrap();
+    tp.run(&["context", "create", "Shared Config", "--label", "team:web"])
+        .await
+        .unwrap();
+    let list = tp.run(&["context", "list"]).await.unwrap();
+    assert!(list.contains("shared-config"), "{list}");
+    tp.run(&[
+        "context",
+        "set",
+        "shared-config",
+        "greeting",
+        "hello",
+        "--type",
+        "terraform",
+    ])
+    .await
+    .unwrap();
+    tp.run(&[
+        "context",
+        "set",
+        "shared-config",
+        "who",
+        "context",
+        "--type",
+        "terraform",
+    ])
+    .await
+    .unwrap();
+    tp.run(&[
+        "context",
+        "set",
+        "shared-config",
+        "API_TOKEN",
+        "tpctl-secret-value-123",
+        "--secret",
+    ])
+    .await
+    .unwrap();
+    tp.run(&["context", "attach", "shared-config", "web", "--priority", "2"])
+        .await
+        .unwrap();
+    tp.run(&["stack", "env", "set", "web", "who", "world", "--type", "terraform"])
+        .await
+        .unwrap();
+    let env = tp.run(&["stack", "env", "web"]).await.unwrap();
+    assert!(!env.contains("tpctl-secret-value-123"), "{env}");
+    assert!(env.contains("*****"), "{env}");
+    assert!(env.contains("world") && env.contains("context:shared-config"), "{env}");
+    let json: serde_json::Value =
+        serde_json::from_str(&tp.run(&["stack", "env", "list", "web", "-o", "json"]).await.unwrap()).unwrap();
+    let who = json.as_array().unwrap().iter().find(|v| v["name"] == "who").unwrap();
+    assert_eq!(who["source"], "stack");
+    let show = tp.run(&["context", "show", "shared-config"]).await.unwrap();
+    assert!(
+        show.contains("API_TOKEN") && !show.contains("tpctl-secret-value-123"),
+        "{show}"
+    );
+    let err = tp
+        .run(&["stack", "env", "set", "web", "9bad", "x", "--type", "terraform"])
+        .await
+        .unwrap_err();
+    assert!(err.contains("not a valid Terraform variable name"), "{err}");
+
+    let run = app.client.run_trigger("web", false).await.unwrap();
+    let run = app
+        .wait_state(&run.id, terraplane_client::RunState::Finished, 120)
+        .await;
+    assert_eq!(run.outputs.unwrap()["msg"]["value"], "hello, world");
+
+    tp.run(&["stack", "env", "unset", "web", "who"]).await.unwrap();
+    tp.run(&["context", "detach", "shared-config", "web"]).await.unwrap();
+    let env = tp.run(&["stack", "env", "list", "web", "-o", "json"]).await.unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&env).unwrap(),
+        serde_json::json!([])
+    );
+    tp.run(&["context", "unset", "shared-config", "API_TOKEN"])
+        .await
+        .unwrap();
+    tp.run(&["context", "delete", "shared-config"]).await.unwrap();
+    assert!(!tp.run(&["context", "list"]).await.unwrap().contains("shared-config"));
+    app.teardown().await;
+}
