@@ -236,7 +236,8 @@ async fn precedence(app: TestApp) {
     c.context_attach("tie-a", "web", 3).await.unwrap();
 
     let env = c.stack_environment("web").await.unwrap();
-    let got: Vec<(String, Option<String>, String, Option<i32>, bool)> = env
+    type Row = (String, Option<String>, String, Option<i32>, bool);
+    let got: Vec<Row> = env
         .iter()
         .map(|e| {
             (
@@ -447,7 +448,9 @@ async fn verify_token(app: &TestApp, token: &str, audience: &str) -> Value {
 }
 
 /// The recorded terraform calls of one run, by phase.
-fn calls_of(dir: &std::path::Path, run: &str) -> (Vec<HashMap<String, String>>, Vec<HashMap<String, String>>) {
+type Env = HashMap<String, String>;
+
+fn calls_of(dir: &std::path::Path, run: &str) -> (Vec<Env>, Vec<Env>) {
     let calls: Vec<_> = recorded_calls(dir)
         .into_iter()
         .map(|(_, env)| env)
@@ -559,7 +562,7 @@ async fn phases(app: TestApp) {
     assert!(!std::path::Path::new(file).exists());
 
     // Key rotation with overlap: a new key signs, the old one still verifies.
-    let old_kid = jsonwebtoken::decode_header(&tok(&plan[0])).unwrap().kid.unwrap();
+    let old_kid = jsonwebtoken::decode_header(tok(&plan[0])).unwrap().kid.unwrap();
     let new_kid = terraplane_api::identity::rotate(&app.store, chrono::Utc::now())
         .await
         .unwrap();
