@@ -135,6 +135,60 @@ async fn separate_processes_run_a_stack() {
         .await
         .unwrap();
     assert_eq!(login.organization.slug, "default");
+
+    // Keys: a secret stored, the OIDC signing key rotated, then the master key rotated by
+    // the `keys` commands while the services run.
+    client
+        .stack_set_variable(
+            "prod",
+            &terraplane_client::VariableInput {
+                name: "DB_PASSWORD".into(),
+                value: "prod-secret-value".into(),
+                secret: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let keys = |args: &[&str], extra: &[(&str, &str)]| {
+        let mut c = Command::new(bin);
+        env(&mut c);
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        c.args(args).output().unwrap()
+    };
+    let out = keys(&["keys", "rotate-oidc"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("new OIDC signing key"));
+    let new_key = String::from_utf8(keys(&["keys", "generate"], &[]).stdout).unwrap();
+    let new_key = new_key.trim();
+    assert_eq!(new_key.len(), 64);
+    let old_key = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+    let rotate_env = [
+        ("TERRAPLANE_SECRETS__MASTER_KEY", new_key),
+        ("TERRAPLANE_SECRETS__PREVIOUS_MASTER_KEYS", old_key),
+    ];
+    let out = keys(&["keys", "rotate"], &rotate_env);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("re-wrapped 1 data key(s) and 2 OIDC signing key(s)"),
+        "{text}"
+    );
+    let out = keys(&["keys", "rotate"], &rotate_env);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("re-wrapped 0 data key(s)"));
+    // The old key alone no longer opens anything: the api refuses to start, saying why.
+    let out = keys(&["api"], &[("TERRAPLANE_API__LISTEN", "127.0.0.1:0")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot open the stored encryption keys"), "{err}");
+    // Nor does no key at all.
+    let mut c = Command::new(bin);
+    env(&mut c);
+    let out = c.env_remove("TERRAPLANE_SECRETS__MASTER_KEY").arg("api").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("secrets.master_key"));
     drop(procs);
     if let Ok(q) = terraplane_queue::rabbit::RabbitQueue::connect(AMQP_URL, &prefix).await {
         let _ = q.delete_topology(&["default"]).await;
