@@ -12,3 +12,4 @@ mod runs;
 mod stacks;
 mod state;
 mod tenant;
+mod vars;
