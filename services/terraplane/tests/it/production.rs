@@ -186,7 +186,11 @@ async fn separate_processes_run_a_stack() {
     // Nor does no key at all.
     let mut c = Command::new(bin);
     env(&mut c);
-    let out = c.env_remove("TERRAPLANE_SECRETS__MASTER_KEY").arg("api").output().unwrap();
+    let out = c
+        .env_remove("TERRAPLANE_SECRETS__MASTER_KEY")
+        .arg("api")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("secrets.master_key"));
     drop(procs);
