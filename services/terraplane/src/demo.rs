@@ -70,6 +70,34 @@ pub async fn ensure_demo_stack(
                 space_id: None,
             };
             scope.create_stack(s, Utc::now()).await?;
+            // A context that attaches itself to stacks labelled `demo` and sets the
+            // demo's `environment` variable (`tpctl stack env demo` shows where it comes from).
+            let root = scope.root_space().await?;
+            let ctx = scope
+                .create_context(
+                    terraplane_store::NewContext {
+                        slug: "demo-settings".into(),
+                        name: "Demo settings".into(),
+                        description: "Values for stacks labelled demo".into(),
+                        labels: vec!["autoattach:demo".into()],
+                        space_id: root.id,
+                    },
+                    Utc::now(),
+                )
+                .await?;
+            scope
+                .set_value(
+                    &terraplane_store::Owner::Context(ctx.id),
+                    terraplane_store::NewValue {
+                        kind: terraplane_domain::vars::VarKind::Terraform,
+                        name: "environment".into(),
+                        value: "dev".into(),
+                        secret: false,
+                        apply_only: false,
+                    },
+                    Utc::now(),
+                )
+                .await?;
             Ok(())
         }
         Err(e) => Err(e.into()),
