@@ -100,15 +100,50 @@ async fn claim(
         .claim_run(id, body.phase, &runner_id, lease_until, now)
         .await
         .map_err(store_err("run_not_claimable"))?;
+    let spec = match job_spec(&st, &run, body.phase, lease_until, now).await {
+        Ok(spec) => spec,
+        Err(e) => {
+            // The run is claimed but can't be given to the runner (a value that can't be
+            // decrypted, say): fail it now with the reason rather than let the lease expire.
+            // Its own message (the decryption's, the signer's), never a value: shown on the run.
+            let reason = format!("the run could not be prepared: {e}");
+            tracing::error!(run_id = %run.id, error = %e, "cannot build the job spec; failing the run");
+            let upd = RunUpdate {
+                fencing_token: Some(run.fencing_token),
+                error: Some(reason),
+                ..Default::default()
+            };
+            st.store
+                .scope(run.org_id)
+                .transition_run(run.id, RunEvent::Fail, upd, now)
+                .await
+                .map_err(store_err("invalid_run_state"))?;
+            st.bus.publish(BusEvent::RunChanged(run.id));
+            st.kick_scheduler();
+            return Err(ApiError::conflict("run_failed", "the run could not be prepared"));
+        }
+    };
+    st.bus.publish(BusEvent::RunChanged(run.id));
+    Ok(HttpResponse::Ok().json(spec))
+}
+
+/// Everything the claimant needs for this phase.
+async fn job_spec(
+    st: &Shared,
+    run: &Run,
+    phase: RunPhase,
+    lease_until: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> ApiResult<JobSpec> {
     let stack = st.store.scope(run.org_id).get_stack(run.stack_id).await?;
     let org = st.store.get_org(run.org_id).await?;
-    let plan_sha256 = if body.phase == RunPhase::Apply {
+    let plan_sha256 = if phase == RunPhase::Apply {
         Some(st.store.scope(run.org_id).get_plan(run.id).await?.sha256)
     } else {
         None
     };
     let space = st.store.scope(run.org_id).get_space(stack.space_id).await?;
-    let (values, also_mask) = crate::vars::run_values(&st, &stack, run.run_type, body.phase).await?;
+    let (values, also_mask) = crate::vars::run_values(&st, &stack, run.run_type, phase).await?;
     let variables = values
         .into_iter()
         .map(|(v, value)| JobVariable {
@@ -124,7 +159,7 @@ async fn claim(
         stack: &stack.slug,
         run_id: run.id.to_string(),
         run_type: run.run_type,
-        phase: body.phase,
+        phase: phase,
     };
     let oidc_token = st
         .issuer
@@ -143,7 +178,7 @@ async fn claim(
             Some(AwsAssume {
                 role_arn,
                 web_identity_token: st.issuer.issue(&st, &subject, &audience, now).await?,
-                session_name: format!("terraplane-{}-{}", run.id, body.phase.as_str())
+                session_name: format!("terraplane-{}-{}", run.id, phase.as_str())
                     .chars()
                     .take(64)
                     .collect(),
@@ -154,7 +189,7 @@ async fn claim(
     };
     let spec = JobSpec {
         run_id: run.id,
-        phase: body.phase,
+        phase: phase,
         run_type: run.run_type,
         fencing_token: run.fencing_token,
         lease_expires_at: lease_until,
@@ -175,8 +210,7 @@ async fn claim(
         aws,
         also_mask: terraplane_protocol::Redacted(also_mask),
     };
-    st.bus.publish(BusEvent::RunChanged(run.id));
-    Ok(HttpResponse::Ok().json(spec))
+    Ok(spec)
 }
 
 async fn heartbeat(

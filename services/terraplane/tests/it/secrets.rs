@@ -902,3 +902,37 @@ mod aws_sts_error_fails_the_run {
         aws_refused(Backend::Postgres).await;
     }
 }
+
+/// A run whose secret cannot be decrypted (corrupted in the database) fails at once with
+/// the reason, instead of hanging until its lease expires; nothing reaches a runner.
+async fn undecryptable(app: TestApp) {
+    use sea_orm::{ConnectionTrait, Database, Statement};
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", TWO_RESOURCES)]);
+    app.stack("broken", &repo, true).await;
+    app.client
+        .stack_set_variable("broken", &var("PW", "will-be-corrupted", VariableKind::Env, true))
+        .await
+        .unwrap();
+    let conn = Database::connect(&app.cfg.database.url).await.unwrap();
+    let garbage = if app.backend == Backend::Postgres {
+        "decode('5450453100000000000000000000000000000000', 'hex')"
+    } else {
+        "X'5450453100000000000000000000000000000000'"
+    };
+    conn.execute_raw(Statement::from_string(
+        conn.get_database_backend(),
+        format!("UPDATE config_values SET value = {garbage} WHERE name = 'PW'"),
+    ))
+    .await
+    .unwrap();
+    let run = app.client.run_trigger("broken", false).await.unwrap();
+    let run = app.wait_state(&run.id, RunState::Failed, 60).await;
+    let err = run.error.unwrap_or_default();
+    assert!(
+        err.contains("could not be prepared") && err.contains("cannot decrypt"),
+        "{err}"
+    );
+    assert!(app.log_text(&run.id).await.is_empty(), "no runner started it");
+    app.teardown().await;
+}
+both_backends!(undecryptable_secret_fails_the_run, Options::default(), undecryptable);
