@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/terraplane-target}"
+scripts/install-protoc.sh >/dev/null
 TERRAFORM_BIN="$(scripts/install-terraform.sh | tail -n1)"
 export TERRAFORM_BIN
 cargo build --quiet -p terraplane -p terraplane-cli

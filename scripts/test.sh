@@ -13,6 +13,9 @@ export TERRAFORM_BIN
 if [ -n "${TF_CLI_CONFIG_FILE:-}" ] && [ ! -e "$TF_CLI_CONFIG_FILE" ]; then unset TF_CLI_CONFIG_FILE; fi
 "$TERRAFORM_BIN" version | sed -n 1p
 
+echo "==> protoc (for the sandbox provider's gRPC code)"
+scripts/install-protoc.sh | tail -n1
+
 echo "==> local AWS STS (moto)"
 MOTO_SERVER="$(scripts/install-moto.sh | tail -n1)"
 export MOTO_SERVER

@@ -11,6 +11,7 @@ mod m20261130_000005_create_sessions;
 mod m20261130_000006_create_sso;
 mod m20261130_000007_create_org_keys;
 mod m20261130_000008_create_contexts_and_identity;
+mod m20261130_000009_create_drift;
 
 pub struct Migrator;
 
@@ -25,6 +26,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000006_create_sso::Migration),
             Box::new(m20261130_000007_create_org_keys::Migration),
             Box::new(m20261130_000008_create_contexts_and_identity::Migration),
+            Box::new(m20261130_000009_create_drift::Migration),
         ]
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod clock;
+pub mod drift;
 pub mod ids;
 pub mod mask;
 pub mod plan;

@@ -75,6 +75,9 @@ pub struct JobSpec {
     /// carries the Terraform variables it was made with): masked like the others.
     #[serde(default)]
     pub also_mask: Redacted,
+    /// A drift check: `plan -refresh-only` (exit code 2 means drift).
+    #[serde(default)]
+    pub drift_detection: bool,
 }
 
 /// Secret strings that `Debug` never shows.

@@ -100,6 +100,9 @@ pub mod stacks {
         pub locked_at: Option<DateTimeUtc>,
         pub created_at: DateTimeUtc,
         pub updated_at: DateTimeUtc,
+        pub drift_status: String,
+        pub drift_reaction: String,
+        pub drift_checked_at: Option<DateTimeUtc>,
     }
     no_relations!();
 }
@@ -498,6 +501,43 @@ pub mod aws_attachments {
         pub org_id: String,
         pub integration_id: String,
         pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod drift_schedules {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "drift_schedules")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub stack_id: String,
+        pub cron: String,
+        pub timezone: String,
+        pub next_run_at: DateTimeUtc,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod drift_records {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "drift_records")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub stack_id: String,
+        pub open: bool,
+        pub resources: String,
+        pub last_run_id: String,
+        pub first_seen_at: DateTimeUtc,
+        pub last_seen_at: DateTimeUtc,
+        pub resolved_at: Option<DateTimeUtc>,
+        pub resolved_by_run_id: Option<String>,
     }
     no_relations!();
 }

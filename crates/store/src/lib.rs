@@ -6,6 +6,7 @@
 mod access;
 pub mod audit;
 pub mod crypto;
+mod drift;
 mod entities;
 pub mod error;
 pub mod records;
@@ -26,6 +27,7 @@ use terraplane_migration::MigratorTrait;
 
 pub use access::{NewSpace, ROOT_SPACE};
 pub use audit::{AuditEvent, AuditFilter, ChainCheck, DeliveryCursor, NewAuditEvent};
+pub use drift::{DriftOutcome, DriftRecord, DriftSchedule};
 use entities::*;
 pub use error::{Result, StoreError};
 pub use records::*;

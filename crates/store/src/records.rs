@@ -118,6 +118,9 @@ pub struct Stack {
     pub lock: Option<StackLock>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub drift_status: terraplane_domain::drift::DriftStatus,
+    pub drift_reaction: terraplane_domain::drift::Reaction,
+    pub drift_checked_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<stacks::Model> for Stack {
@@ -153,6 +156,11 @@ impl TryFrom<stacks::Model> for Stack {
             lock,
             created_at: m.created_at,
             updated_at: m.updated_at,
+            drift_status: terraplane_domain::drift::DriftStatus::parse(&m.drift_status)
+                .unwrap_or(terraplane_domain::drift::DriftStatus::Unknown),
+            drift_reaction: terraplane_domain::drift::Reaction::parse(&m.drift_reaction)
+                .unwrap_or(terraplane_domain::drift::Reaction::Alert),
+            drift_checked_at: m.drift_checked_at,
         })
     }
 }

@@ -219,6 +219,9 @@ impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
             locked_at: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
+            drift_status: Set("UNKNOWN".into()),
+            drift_reaction: Set("alert".into()),
+            drift_checked_at: Set(None),
         }
         .insert(self.db)
         .await
@@ -318,6 +321,7 @@ impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
             )));
         }
         TenantScope::new(&tx, self.org).delete_stack_config(stack.id).await?;
+        TenantScope::new(&tx, self.org).delete_stack_drift(stack.id).await?;
         let run_ids: Vec<String> = runs::Entity::find()
             .filter(runs::Column::StackId.eq(sid.clone()))
             .select_only()

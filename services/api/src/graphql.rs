@@ -20,10 +20,18 @@ use crate::service::{self, StackInput};
 pub type ApiSchema = Schema<Query, Mutation, SubscriptionRoot>;
 
 #[derive(async_graphql::MergedObject, Default)]
-pub struct Query(QueryRoot, crate::graphql_vars::VarsQuery);
+pub struct Query(
+    QueryRoot,
+    crate::graphql_vars::VarsQuery,
+    crate::graphql_drift::DriftQuery,
+);
 
 #[derive(async_graphql::MergedObject, Default)]
-pub struct Mutation(MutationRoot, crate::graphql_vars::VarsMutation);
+pub struct Mutation(
+    MutationRoot,
+    crate::graphql_vars::VarsMutation,
+    crate::graphql_drift::DriftMutation,
+);
 
 pub fn build_schema(state: Arc<AppState>) -> ApiSchema {
     Schema::build(Query::default(), Mutation::default(), SubscriptionRoot)
@@ -179,7 +187,7 @@ impl From<terraplane_store::StateLock> for StateLockInfo {
     }
 }
 
-pub struct Stack(terraplane_store::Stack);
+pub struct Stack(pub(crate) terraplane_store::Stack);
 
 #[Object]
 impl Stack {
@@ -213,6 +221,17 @@ impl Stack {
     }
     async fn labels(&self) -> &[String] {
         &self.0.labels
+    }
+    /// IN_SYNC, DRIFTED, or UNKNOWN before the first drift check.
+    async fn drift_status(&self) -> crate::graphql_drift::GqlDriftStatus {
+        self.0.drift_status.into()
+    }
+    /// What a drift check that finds drift does: ALERT or RECONCILE.
+    async fn drift_reaction(&self) -> crate::graphql_drift::GqlReaction {
+        self.0.drift_reaction.into()
+    }
+    async fn drift_checked_at(&self) -> Option<DateTime<Utc>> {
+        self.0.drift_checked_at
     }
     async fn worker_pool(&self) -> &str {
         &self.0.worker_pool
@@ -307,6 +326,12 @@ impl From<terraplane_store::LogChunk> for LogChunk {
 pub struct Run {
     run: terraplane_store::Run,
     stack_slug: String,
+}
+
+impl Run {
+    pub(crate) fn new(run: terraplane_store::Run, stack_slug: String) -> Self {
+        Self { run, stack_slug }
+    }
 }
 
 #[Object]

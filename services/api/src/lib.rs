@@ -5,8 +5,10 @@
 pub mod auth;
 pub mod bootstrap;
 pub mod bus;
+pub mod drift;
 pub mod error;
 pub mod graphql;
+pub mod graphql_drift;
 pub mod graphql_vars;
 pub mod identity;
 pub mod limiter;

@@ -209,6 +209,7 @@ async fn job_spec(
         oidc_token: Some(oidc_token),
         aws,
         also_mask: terraplane_protocol::Redacted(also_mask),
+        drift_detection: run.drift_detection,
     };
     Ok(spec)
 }
@@ -391,10 +392,20 @@ async fn result(
             )));
         }
     };
+    let check = match &event {
+        RunEvent::PlanFinished { has_changes, .. } if run.drift_detection => Some(*has_changes),
+        _ => None,
+    };
     let run = scope
         .transition_run(id, event, upd, st.clock.now())
         .await
         .map_err(store_err("invalid_run_state"))?;
+    if let Some(has_changes) = check {
+        // The check's own result stands whatever happens here; a failure is logged.
+        if let Err(e) = crate::drift::after_check(&st, &run, &stack, has_changes).await {
+            tracing::error!(run_id = %run.id, error = %e, "cannot record the drift check");
+        }
+    }
     st.bus.publish(BusEvent::RunChanged(id));
     st.kick_scheduler();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "state": run.state })))

@@ -221,6 +221,10 @@ async fn phase(
             if let Some(a) = &var_file_arg {
                 args.push(a.as_str());
             }
+            if spec.drift_detection {
+                // Compares the real infrastructure with the state: exit 2 means drift.
+                args.push("-refresh-only");
+            }
             let code = tf.run(&args, log, stop).await?;
             let has_changes = match code.0 {
                 Some(0) => false,

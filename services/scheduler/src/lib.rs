@@ -79,6 +79,10 @@ pub struct Scheduler {
 pub struct TickReport {
     pub published: Vec<(terraplane_domain::RunId, RunPhase)>,
     pub failed: Vec<(terraplane_domain::RunId, String)>,
+    /// Drift checks queued by schedules that came due.
+    pub drift_checks: Vec<terraplane_domain::RunId>,
+    /// Waiting drift checks canceled because a tracked run came first.
+    pub superseded: Vec<terraplane_domain::RunId>,
 }
 
 impl Scheduler {
@@ -114,14 +118,31 @@ impl Scheduler {
 
     pub async fn tick(&self) -> Result<TickReport, StoreError> {
         let now = self.clock.now();
-        let runs = self.store.list_unfinished_runs().await?;
         let mut report = TickReport::default();
+        report.drift_checks = self.fire_drift_schedules(now).await?;
+        let runs = self.store.list_unfinished_runs().await?;
         let mut by_stack: BTreeMap<StackId, Vec<Run>> = BTreeMap::new();
         for run in runs {
             by_stack.entry(run.stack_id).or_default().push(run);
         }
         let mut pools: HashMap<StackId, String> = HashMap::new();
-        for (stack_id, runs) in by_stack {
+        for (stack_id, mut runs) in by_stack {
+            // A tracked run cancels drift checks still waiting on its stack.
+            if runs.iter().any(|r| r.run_type == RunType::Tracked) {
+                for r in runs.iter().filter(|r| r.drift_detection && r.state == RunState::Queued) {
+                    match self
+                        .store
+                        .scope(r.org_id)
+                        .cancel_run(r.id, "scheduler (superseded by a tracked run)", now)
+                        .await
+                    {
+                        Ok(_) => report.superseded.push(r.id),
+                        Err(StoreError::Conflict(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                runs.retain(|r| !report.superseded.contains(&r.id));
+            }
             for run in &runs {
                 if run.state.is_runner_held()
                     && let Some(reason) = self.expiry_reason(run, now)
@@ -159,6 +180,44 @@ impl Scheduler {
         Ok(report)
     }
 
+    /// Queues a drift check for every schedule that came due (and moves each schedule to
+    /// its next firing, whether or not the check could start).
+    async fn fire_drift_schedules(&self, now: DateTime<Utc>) -> Result<Vec<terraplane_domain::RunId>, StoreError> {
+        let mut queued = Vec::new();
+        for s in self.store.due_drift_schedules(now, 1000).await? {
+            let next = terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone)
+                .ok()
+                .and_then(|p| p.next_after(now))
+                .unwrap_or(now + chrono::Duration::days(1));
+            if !self.store.advance_drift_schedule(&s.id, s.next_run_at, next).await? {
+                continue; // another scheduler fired this slot
+            }
+            if let Some(why) = self.store.drift_check_blocker(s.stack_id).await? {
+                tracing::info!(stack_id = %s.stack_id, %why, "scheduled drift check skipped");
+                continue;
+            }
+            let run = self
+                .store
+                .scope(s.org_id)
+                .create_run(
+                    terraplane_store::NewRun {
+                        stack_id: s.stack_id,
+                        run_type: RunType::Proposed,
+                        commit_sha: None,
+                        triggered_by: format!("drift schedule {}", s.cron),
+                        trigger_kind: "drift_schedule".into(),
+                        drift_detection: true,
+                    },
+                    "scheduler",
+                    now,
+                )
+                .await?;
+            tracing::info!(run_id = %run.id, stack_id = %s.stack_id, "drift check queued");
+            queued.push(run.id);
+        }
+        Ok(queued)
+    }
+
     fn expiry_reason(&self, run: &Run, now: DateTime<Utc>) -> Option<String> {
         let lease_lost = run.lease_expires_at.is_some_and(|l| l < now);
         let timed_out = run
@@ -193,13 +252,26 @@ impl Scheduler {
         let tracked_active = runs
             .iter()
             .any(|r| r.run_type == RunType::Tracked && !r.state.is_terminal() && r.state != RunState::Queued);
+        let tracked_any = runs
+            .iter()
+            .any(|r| r.run_type == RunType::Tracked && !r.state.is_terminal());
+        // A drift check holds the state lock while it refreshes: tracked runs wait for it,
+        // and it never starts beside a tracked run.
+        let check_active = runs
+            .iter()
+            .any(|r| r.drift_detection && !r.state.is_terminal() && r.state != RunState::Queued);
         let mut out = Vec::new();
         let mut first_tracked = true;
         for r in runs {
             match (r.state, r.run_type) {
+                (RunState::Queued, RunType::Proposed) if r.drift_detection => {
+                    if !tracked_any && due(r) {
+                        out.push((r, RunPhase::Plan));
+                    }
+                }
                 (RunState::Queued, RunType::Proposed) if due(r) => out.push((r, RunPhase::Plan)),
                 (RunState::Queued, RunType::Tracked) => {
-                    if first_tracked && !tracked_active && due(r) {
+                    if first_tracked && !tracked_active && !check_active && due(r) {
                         out.push((r, RunPhase::Plan));
                     }
                     first_tracked = false;

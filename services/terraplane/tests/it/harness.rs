@@ -48,6 +48,8 @@ pub struct Options {
     pub sts_endpoint: Option<String>,
     /// The master key (64 hex characters).
     pub master_key: &'static str,
+    /// A clock the test steps (api and scheduler); the system clock otherwise.
+    pub clock: Option<Arc<terraplane_domain::ManualClock>>,
 }
 
 pub const MASTER_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
@@ -103,6 +105,7 @@ impl Default for Options {
             github_url: None,
             sts_endpoint: None,
             master_key: MASTER_KEY,
+            clock: None,
         }
     }
 }
@@ -193,18 +196,22 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
     terraplane_api::bootstrap::seed(&store, &cfg, Utc::now()).await.unwrap();
     let shutdown = CancellationToken::new();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let clock: Arc<dyn terraplane_domain::Clock> = match &opts.clock {
+        Some(c) => c.clone(),
+        None => system_clock(),
+    };
     let api = start_api(
         cfg.clone(),
         store.clone(),
         queue.clone(),
-        system_clock(),
+        clock.clone(),
         listener,
         shutdown.clone(),
     )
     .await
     .unwrap();
     let base = format!("http://127.0.0.1:{}", api.port);
-    start_scheduler(&cfg, store.clone(), queue.clone(), system_clock(), shutdown.clone());
+    start_scheduler(&cfg, store.clone(), queue.clone(), clock, shutdown.clone());
     let client = Client::new(&base, Some(ADMIN_TOKEN.into())).unwrap();
     let mut app = TestApp {
         backend,

@@ -6,6 +6,7 @@
 mod apikeys;
 mod audit;
 mod cli;
+mod drift;
 mod graphql;
 mod harness;
 mod isolation;

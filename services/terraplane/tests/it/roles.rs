@@ -58,6 +58,8 @@ fn needs() -> HashMap<&'static str, Need> {
         ("context", At(W::Reader)),
         ("stackVariables", At(W::Reader)),
         ("stackEnvironment", At(W::Reader)),
+        ("driftSchedules", At(W::Reader)),
+        ("driftRecords", Member),
         // mutations
         ("login", Public),
         ("refresh", Public),
@@ -86,6 +88,9 @@ fn needs() -> HashMap<&'static str, Need> {
         ("awsIntegrationDelete", At(W::Admin)),
         ("awsIntegrationAttach", At(W::Admin)),
         ("awsIntegrationDetach", At(W::Admin)),
+        ("driftScheduleAdd", At(W::Admin)),
+        ("driftScheduleDelete", At(W::Admin)), // ids are random: checked in drift::schedules
+        ("driftCheck", At(W::Writer)),
         ("stackDelete", At(W::Admin)),
         ("spaceCreate", At(W::Admin)),
         ("stateForceUnlock", At(W::Admin)),
@@ -171,6 +176,11 @@ fn call(field: &str, who: Who, run: &str) -> Option<String> {
         "awsIntegrationDelete" => format!(r#"mutation {{ awsIntegrationDelete(id: "awsdel-{n}") {{ id }} }}"#),
         "awsIntegrationAttach" => r#"mutation { awsIntegrationAttach(id: "aws-dev", stackId: "s-dev") { id } }"#.to_owned(),
         "awsIntegrationDetach" => format!(r#"mutation {{ awsIntegrationDetach(stackId: "lock-{n}") {{ id }} }}"#),
+        "driftSchedules" => r#"{ driftSchedules(stackId: "s-dev") { id } }"#.to_owned(),
+        "driftScheduleAdd" => {
+            r#"mutation { driftScheduleAdd(stackId: "s-dev", cron: "0 6 * * *", timezone: "Europe/Paris") { id } }"#.to_owned()
+        }
+        "driftCheck" => r#"mutation { driftCheck(stackId: "s-dev") { id } }"#.to_owned(),
         "runLogs" | "runStateChanged" => return None, // subscriptions: checked below over GraphQL queries of the same run
         _ => return None,
     };
@@ -323,9 +333,10 @@ async fn matrix(app: TestApp) {
             checked += 1;
         }
     }
-    // 41 role-gated queries and mutations × 5 callers. The two subscriptions go through the
+    // 44 role-gated queries and mutations × 5 callers (driftScheduleDelete is checked in
+    // drift::schedules: its ids are random). The two subscriptions go through the
     // same check as `run` (service::get_run) and are covered by the isolation matrix.
-    assert_eq!(checked, 5 * 41, "calls checked");
+    assert_eq!(checked, 5 * 44, "calls checked");
     app.teardown().await;
 }
 both_backends!(
