@@ -235,6 +235,13 @@ pub struct RunnerConfig {
     pub sts_endpoint: Option<String>,
     /// Region for STS calls.
     pub sts_region: String,
+    /// The `sandbox` provider's binary, installed for terraform through a filesystem mirror
+    /// (default: `terraform-provider-sandbox` or `terraplane-sandbox-provider` next to the
+    /// running binary, when there).
+    pub sandbox_provider: Option<PathBuf>,
+    /// Where the sandbox "cloud" lives (`SANDBOX_ROOT` for runs: `<root>/<org>/<stack>`);
+    /// default `$SANDBOX_ROOT`, else `<work_dir>/sandbox`.
+    pub sandbox_root: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -312,6 +319,8 @@ impl Default for RunnerConfig {
             id: None,
             sts_endpoint: None,
             sts_region: "us-east-1".into(),
+            sandbox_provider: None,
+            sandbox_root: None,
         }
     }
 }

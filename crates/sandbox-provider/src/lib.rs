@@ -61,6 +61,9 @@ const MAGIC_COOKIE_VALUE: &str = "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a2
 /// Must be started by Terraform: without its handshake environment this returns an error
 /// instead of printing a handshake line nobody reads. Nothing else may write to stdout.
 pub async fn serve() -> anyhow::Result<()> {
+    // Built with the rest of the workspace, rustls may have both crypto backends enabled
+    // and then refuses to pick one; the plugin's mTLS uses ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     if std::env::var(MAGIC_COOKIE_KEY).as_deref() != Ok(MAGIC_COOKIE_VALUE) {
         anyhow::bail!(
             "this is a Terraform provider plugin, started by Terraform; install it with \

@@ -186,6 +186,13 @@ async fn phase(
         env.push(("AWS_SECRET_ACCESS_KEY".into(), creds.secret_access_key));
         env.push(("AWS_SESSION_TOKEN".into(), creds.session_token));
     }
+    if settings.sandbox_provider.is_some() {
+        let root = settings.sandbox_root.join(&spec.org).join(&spec.stack);
+        std::fs::create_dir_all(&root)?;
+        // First, so that a stack's own SANDBOX_ROOT value wins.
+        env.insert(0, ("SANDBOX_ROOT".into(), root.display().to_string()));
+    }
+    std::fs::write(home.join("terraformrc"), &settings.cli_config)?;
     let tf = Terraform {
         bin: settings.terraform_bin.clone(),
         dir: dir.clone(),
@@ -370,7 +377,6 @@ impl Terraform {
     fn command(&self) -> tokio::process::Command {
         let mut c = tokio::process::Command::new(&self.bin);
         let cli_config = self.home.join("terraformrc");
-        let _ = std::fs::write(&cli_config, "");
         c.current_dir(&self.dir).env_clear().envs(self.env.iter().cloned());
         c.env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &self.home)

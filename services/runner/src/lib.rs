@@ -29,6 +29,12 @@ pub struct RunnerSettings {
     /// AWS STS endpoint (the regional AWS endpoint when `None`).
     pub sts_endpoint: Option<String>,
     pub sts_region: String,
+    /// The sandbox provider's binary, when this runner offers it.
+    pub sandbox_provider: Option<PathBuf>,
+    /// Root of the sandbox "cloud"; each stack gets `<root>/<org>/<stack>`.
+    pub sandbox_root: PathBuf,
+    /// The terraform CLI configuration runs get (set when the runner starts).
+    pub cli_config: String,
 }
 
 impl RunnerSettings {
@@ -57,6 +63,20 @@ impl RunnerSettings {
             terraform_bin: find_terraform(cfg),
             sts_endpoint: cfg.runner.sts_endpoint.clone(),
             sts_region: cfg.runner.sts_region.clone(),
+            sandbox_provider: cfg.runner.sandbox_provider.clone().or_else(find_sandbox_provider),
+            sandbox_root: cfg
+                .runner
+                .sandbox_root
+                .clone()
+                .or_else(|| std::env::var_os("SANDBOX_ROOT").map(PathBuf::from))
+                .unwrap_or_else(|| {
+                    cfg.runner
+                        .work_dir
+                        .clone()
+                        .unwrap_or_else(|| std::env::temp_dir().join("terraplane-runner"))
+                        .join("sandbox")
+                }),
+            cli_config: String::new(),
         })
     }
 }
@@ -75,6 +95,15 @@ pub fn find_terraform(cfg: &terraplane_config::Config) -> PathBuf {
         return std::fs::canonicalize(&local).unwrap_or(local);
     }
     PathBuf::from("terraform")
+}
+
+/// The sandbox provider next to the running binary, if it was built there.
+fn find_sandbox_provider() -> Option<PathBuf> {
+    let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
+    ["terraform-provider-sandbox", "terraplane-sandbox-provider"]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
 }
 
 /// Runs a runner until `shutdown`.
@@ -109,6 +138,18 @@ impl Runner {
     pub fn new(settings: RunnerSettings, queue: Arc<dyn JobQueue>) -> anyhow::Result<Self> {
         let api = RunnerApi::new(&settings.api_url, &settings.pool_token)?;
         std::fs::create_dir_all(&settings.work_dir)?;
+        let mut settings = settings;
+        if let Some(bin) = settings.sandbox_provider.clone() {
+            // Offered to terraform through a filesystem mirror (no registry is reachable).
+            let mirror = settings.work_dir.join(format!(".provider-mirror-{}", settings.id));
+            match terraplane_sandbox_provider::install_mirror(&mirror, &bin) {
+                Ok(()) => settings.cli_config = terraplane_sandbox_provider::cli_config(&mirror),
+                Err(e) => {
+                    tracing::warn!(error = %e, bin = %bin.display(), "cannot install the sandbox provider; runs won't have it");
+                    settings.sandbox_provider = None;
+                }
+            }
+        }
         Ok(Self { settings, api, queue })
     }
 

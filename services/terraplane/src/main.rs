@@ -165,6 +165,9 @@ async fn dev(config: Option<PathBuf>, data_dir: PathBuf, listen: String) -> anyh
     if cfg.runner.pool_token.is_none() {
         cfg.runner.pool_token = Some(Secret::new(data_secret(&data_dir, "pool.token")?));
     }
+    if cfg.runner.sandbox_root.is_none() && std::env::var_os("SANDBOX_ROOT").is_none() {
+        cfg.runner.sandbox_root = Some(data_dir.join("sandbox"));
+    }
     if cfg.runner.work_dir.is_none() {
         cfg.runner.work_dir = Some(data_dir.join("work"));
     }

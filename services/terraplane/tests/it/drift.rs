@@ -139,7 +139,10 @@ async fn scheduled_checks(app: TestApp, clock: Arc<ManualClock>) {
         "{:?}",
         canceled.events
     );
-    assert_eq!(app.client.run(&tracked.id).await.unwrap().unwrap().state, RunState::Queued);
+    assert_eq!(
+        app.client.run(&tracked.id).await.unwrap().unwrap().state,
+        RunState::Queued
+    );
     app.client.run_cancel(&tracked.id).await.unwrap();
     let e = gql(
         &app,
@@ -176,6 +179,172 @@ mod drift_schedules_fire_on_the_injected_clock {
         let c = clock();
         if let Some(app) = spawn(Backend::Postgres, opts(&c)).await {
             scheduled_checks(app, c).await;
+        }
+    }
+}
+
+const SANDBOX_TF: &str = r#"
+terraform {
+  required_providers {
+    sandbox = { source = "terraplane/sandbox" }
+  }
+}
+resource "sandbox_instance" "web" {
+  name          = "web"
+  instance_type = "t3.small"
+  tags          = { env = "prod" }
+}
+resource "sandbox_security_group" "web" {
+  name = "web"
+  ingress {
+    from_port   = 443
+    to_port     = 443
+    protocol    = "tcp"
+    cidr_blocks = ["0.0.0.0/0"]
+  }
+}
+resource "sandbox_bucket" "logs" {
+  name = "logs"
+}
+"#;
+
+/// Console changes to sandbox resources are found by a scheduled check, exactly; with
+/// `reconcile` a tracked run puts them back; the next check finds the stack in sync and
+/// closes the record. Deleting a resource's file is drift too.
+async fn sandbox_drift(app: TestApp, clock: Arc<ManualClock>) {
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", SANDBOX_TF)]);
+    app.stack("cloud", &repo, true).await;
+    let run = app.client.run_trigger("cloud", false).await.unwrap();
+    app.wait_state(&run.id, RunState::Finished, 120).await;
+    let root = app.tmp.path().join("sandbox").join(app.org()).join("cloud");
+    let file = |kind: &str| {
+        let dir = root.join(kind);
+        std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path()
+    };
+    // The console changes: a tag on the instance, an ingress rule on the security group.
+    let inst = file("instance");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&inst).unwrap()).unwrap();
+    v["tags"]["env"] = json!("hacked");
+    std::fs::write(&inst, v.to_string()).unwrap();
+    let sg = file("security_group");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&sg).unwrap()).unwrap();
+    v["ingress"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from_port": 22, "to_port": 22, "protocol": "tcp", "cidr_blocks": ["0.0.0.0/0"]}));
+    std::fs::write(&sg, v.to_string()).unwrap();
+
+    gql(
+        &app,
+        "mutation { driftScheduleAdd(stackId: \"cloud\", cron: \"*/10 * * * *\", reaction: RECONCILE) { id } }",
+        json!({}),
+    )
+    .await
+    .unwrap();
+    clock.advance(chrono::Duration::minutes(10));
+    let check = wait_for_run(&app, "cloud", |r| r.drift_detection).await;
+    let check = app.wait_state(&check.id, RunState::Finished, 120).await;
+    assert_eq!(check.has_changes, Some(true));
+    let recs = gql(
+        &app,
+        "{ driftRecords(stackId: \"cloud\") { open resources { address action attributes } lastRunId } stack(id: \"cloud\") { driftStatus } }",
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        recs["driftRecords"][0]["resources"],
+        json!([
+            {"address": "sandbox_instance.web", "action": "update", "attributes": ["tags"]},
+            {"address": "sandbox_security_group.web", "action": "update", "attributes": ["ingress"]},
+        ]),
+        "{recs}"
+    );
+    assert_eq!(recs["driftRecords"][0]["open"], true);
+    assert_eq!(recs["stack"]["driftStatus"], "DRIFTED");
+    // Reconcile: a tracked run (autodeploy here) restores the files.
+    let fix = wait_for_run(&app, "cloud", |r| {
+        r.run_type == terraplane_client::RunType::Tracked && r.id != run.id
+    })
+    .await;
+    let fix = app.wait_state(&fix.id, RunState::Finished, 120).await;
+    assert!(
+        fix.triggered_by.contains("drift reconciliation"),
+        "{}",
+        fix.triggered_by
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&inst).unwrap()).unwrap();
+    assert_eq!(v["tags"]["env"], "prod");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&sg).unwrap()).unwrap();
+    assert_eq!(v["ingress"].as_array().unwrap().len(), 1);
+    // The next check finds it in sync: the record closes.
+    clock.advance(chrono::Duration::minutes(10));
+    let second = wait_for_run(&app, "cloud", |r| r.drift_detection && r.id != check.id).await;
+    let second = app.wait_state(&second.id, RunState::Finished, 120).await;
+    assert_eq!(second.has_changes, Some(false));
+    let recs = gql(
+        &app,
+        "{ driftRecords(stackId: \"cloud\") { open resolvedByRunId } stack(id: \"cloud\") { driftStatus } }",
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(recs["driftRecords"][0]["open"], false);
+    assert_eq!(recs["driftRecords"][0]["resolvedByRunId"], second.id.as_str());
+    assert_eq!(recs["stack"]["driftStatus"], "IN_SYNC");
+    // Deleting a resource's file out of band is drift too (checked on demand).
+    std::fs::remove_file(file("bucket")).unwrap();
+    gql(
+        &app,
+        "mutation { stackUpdate(id: \"cloud\", input: {description: \"x\"}) { id } }",
+        json!({}),
+    )
+    .await
+    .unwrap();
+    let on_demand = gql(&app, "mutation { driftCheck(stackId: \"cloud\") { id } }", json!({}))
+        .await
+        .unwrap();
+    let id = on_demand["driftCheck"]["id"].as_str().unwrap().to_owned();
+    app.wait_state(&id, RunState::Finished, 120).await;
+    let inbox = gql(
+        &app,
+        "{ driftRecords(openOnly: true) { stack resources { address action } } }",
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        inbox["driftRecords"],
+        json!([{"stack": "cloud", "resources": [{"address": "sandbox_bucket.logs", "action": "delete"}]}])
+    );
+    app.teardown().await;
+}
+
+mod sandbox_drift_is_found_and_reconciled {
+    use super::*;
+    fn clock() -> Arc<ManualClock> {
+        Arc::new(ManualClock::new(Utc.with_ymd_and_hms(2026, 11, 30, 9, 45, 0).unwrap()))
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        let c = clock();
+        let o = Options {
+            clock: Some(c.clone()),
+            ..Options::default()
+        };
+        if let Some(app) = spawn(Backend::Sqlite, o).await {
+            sandbox_drift(app, c).await;
+        }
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        let c = clock();
+        let o = Options {
+            clock: Some(c.clone()),
+            ..Options::default()
+        };
+        if let Some(app) = spawn(Backend::Postgres, o).await {
+            sandbox_drift(app, c).await;
         }
     }
 }

@@ -150,6 +150,8 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
     cfg.auth.jwt_secret = Some(Secret::new("test-jwt-secret"));
     cfg.secrets.master_key = Some(Secret::new(opts.master_key));
     cfg.runner.sts_endpoint = opts.sts_endpoint.clone();
+    cfg.runner.sandbox_provider = Some(PathBuf::from(env!("CARGO_BIN_EXE_terraplane-sandbox-provider")));
+    cfg.runner.sandbox_root = Some(tmp.path().join("sandbox"));
     cfg.runner.pool_token = Some(Secret::new(POOL_TOKEN));
     cfg.runner.work_dir = Some(tmp.path().join("work"));
     cfg.runner.terraform_bin = Some(opts.terraform_bin.clone().unwrap_or_else(terraform_bin));
