@@ -143,7 +143,7 @@ async fn job_spec(
         None
     };
     let space = st.store.scope(run.org_id).get_space(stack.space_id).await?;
-    let (values, also_mask) = crate::vars::run_values(&st, &stack, run.run_type, phase).await?;
+    let (values, also_mask) = crate::vars::run_values(st, &stack, run.run_type, phase).await?;
     let variables = values
         .into_iter()
         .map(|(v, value)| JobVariable {
@@ -159,25 +159,25 @@ async fn job_spec(
         stack: &stack.slug,
         run_id: run.id.to_string(),
         run_type: run.run_type,
-        phase: phase,
+        phase,
     };
     let oidc_token = st
         .issuer
-        .issue(&st, &subject, &crate::identity::default_audience(&st), now)
+        .issue(st, &subject, &crate::identity::default_audience(st), now)
         .await?;
     let aws = match st.store.scope(run.org_id).aws_for_stack(stack.id).await? {
         Some(i) => {
             let audience = i
                 .audience
                 .clone()
-                .unwrap_or_else(|| crate::identity::default_audience(&st));
+                .unwrap_or_else(|| crate::identity::default_audience(st));
             let role_arn = match (subject.scope(), &i.read_role_arn) {
                 ("read", Some(read)) => read.clone(),
                 _ => i.role_arn.clone(),
             };
             Some(AwsAssume {
                 role_arn,
-                web_identity_token: st.issuer.issue(&st, &subject, &audience, now).await?,
+                web_identity_token: st.issuer.issue(st, &subject, &audience, now).await?,
                 session_name: format!("terraplane-{}-{}", run.id, phase.as_str())
                     .chars()
                     .take(64)
@@ -189,7 +189,7 @@ async fn job_spec(
     };
     let spec = JobSpec {
         run_id: run.id,
-        phase: phase,
+        phase,
         run_type: run.run_type,
         fencing_token: run.fencing_token,
         lease_expires_at: lease_until,

@@ -118,8 +118,10 @@ impl Scheduler {
 
     pub async fn tick(&self) -> Result<TickReport, StoreError> {
         let now = self.clock.now();
-        let mut report = TickReport::default();
-        report.drift_checks = self.fire_drift_schedules(now).await?;
+        let mut report = TickReport {
+            drift_checks: self.fire_drift_schedules(now).await?,
+            ..TickReport::default()
+        };
         let runs = self.store.list_unfinished_runs().await?;
         let mut by_stack: BTreeMap<StackId, Vec<Run>> = BTreeMap::new();
         for run in runs {
@@ -264,11 +266,11 @@ impl Scheduler {
         let mut first_tracked = true;
         for r in runs {
             match (r.state, r.run_type) {
-                (RunState::Queued, RunType::Proposed) if r.drift_detection => {
-                    if !tracked_any && due(r) {
-                        out.push((r, RunPhase::Plan));
-                    }
+                // A drift check waits while any tracked run is queued or active.
+                (RunState::Queued, RunType::Proposed) if r.drift_detection && !tracked_any && due(r) => {
+                    out.push((r, RunPhase::Plan))
                 }
+                (RunState::Queued, RunType::Proposed) if r.drift_detection => {}
                 (RunState::Queued, RunType::Proposed) if due(r) => out.push((r, RunPhase::Plan)),
                 (RunState::Queued, RunType::Tracked) => {
                     if first_tracked && !tracked_active && !check_active && due(r) {
