@@ -12,6 +12,7 @@ mod m20261130_000006_create_sso;
 mod m20261130_000007_create_org_keys;
 mod m20261130_000008_create_contexts_and_identity;
 mod m20261130_000009_create_drift;
+mod m20261130_000010_create_notifications;
 
 pub struct Migrator;
 
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000007_create_org_keys::Migration),
             Box::new(m20261130_000008_create_contexts_and_identity::Migration),
             Box::new(m20261130_000009_create_drift::Migration),
+            Box::new(m20261130_000010_create_notifications::Migration),
         ]
     }
 }

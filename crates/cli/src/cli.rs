@@ -87,6 +87,12 @@ pub enum Command {
     /// Manage cloud integrations: credentials runs get without stored secrets
     #[command(subcommand)]
     Integration(IntegrationCommand),
+    /// Check stacks for drift now or on a schedule, and list what drifted
+    #[command(subcommand)]
+    Drift(DriftCommand),
+    /// Send run, drift and policy events to webhooks, Slack, PagerDuty or Microsoft Teams
+    #[command(subcommand)]
+    Notification(NotificationCommand),
 }
 
 #[derive(Debug, Args)]
@@ -144,6 +150,12 @@ pub enum StackCommand {
     },
     /// Set, unset and list a stack's variables; `stack env STACK` lists the effective set
     Env(StackEnvArgs),
+    /// Show a stack's drift: its status, what a check that finds drift does, the last
+    /// check, and the resources and attributes that drifted
+    Drift {
+        #[arg(value_name = "STACK")]
+        stack: String,
+    },
 }
 
 // `stack env STACK` is short for `stack env list STACK`: the optional positional and the
@@ -340,6 +352,169 @@ pub struct AwsIntegrationCreateArgs {
     /// Integration id (default: derived from the name)
     #[arg(long)]
     pub id: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DriftCommand {
+    /// Check a stack for drift now: a proposed, refresh-only run whose plan is the drift
+    Check {
+        #[arg(value_name = "STACK")]
+        stack: String,
+        /// Follow the check until it ends and say whether it found drift; exit 1 unless it
+        /// finishes
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Check a stack for drift on a schedule (admin)
+    Schedule(DriftScheduleArgs),
+    /// List a stack's drift-check schedules
+    Schedules {
+        #[arg(value_name = "STACK")]
+        stack: String,
+    },
+    /// Delete a drift-check schedule (admin)
+    Unschedule {
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+    /// The drift inbox: open drift across the organization, newest first
+    List {
+        /// Also drift that has been resolved
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DriftScheduleArgs {
+    #[arg(value_name = "STACK")]
+    pub stack: String,
+    /// When to check, quoted: 5 fields (minute hour day-of-month month day-of-week), or 6
+    /// with seconds first, e.g. --cron '0 */6 * * *'
+    #[arg(long, value_name = "EXPR")]
+    pub cron: String,
+    /// Time zone the cron expression is read in: an IANA name such as Europe/Berlin
+    #[arg(long = "tz", alias = "timezone", value_name = "ZONE", default_value = "UTC")]
+    pub timezone: String,
+    /// Also set what a check that finds drift does [default: keep the stack's]
+    #[arg(long, value_enum)]
+    pub reaction: Option<DriftReactionArg>,
+}
+
+/// What a drift check that finds drift does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DriftReactionArg {
+    /// Record the drift and notify
+    Alert,
+    /// Also trigger a tracked run that converges (it waits for confirmation unless the
+    /// stack deploys automatically)
+    Reconcile,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotificationCommand {
+    /// Create, list and delete notification endpoints
+    #[command(subcommand)]
+    Endpoint(NotificationEndpointCommand),
+    /// List the latest deliveries, newest first, with their attempts and last error
+    Deliveries {
+        /// Only this endpoint's, by id (`--endpoint` is the server's URL)
+        #[arg(value_name = "ENDPOINT")]
+        endpoint_id: Option<String>,
+        /// At most N deliveries [default: the server's, 50]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotificationEndpointCommand {
+    /// Create a notification endpoint
+    Create(NotificationEndpointCreateArgs),
+    /// List the notification endpoints you can see
+    List,
+    /// Delete a notification endpoint
+    Delete {
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct NotificationEndpointCreateArgs {
+    /// Display name
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// What receives the notifications
+    #[arg(long, value_enum)]
+    pub kind: NotificationKindArg,
+    /// Where to send them: the webhook's URL, or the Slack or Teams incoming webhook's
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+    /// Write-only: a webhook's HMAC signing key, or a PagerDuty routing key; `-` reads it
+    /// from stdin (keeps it out of shell history)
+    #[arg(long, value_name = "VALUE")]
+    pub secret: Option<String>,
+    /// An event to send, e.g. drift-detected (or drift_detected); repeatable or
+    /// comma-separated, at least one
+    #[arg(
+        long = "event",
+        value_name = "EVENT",
+        value_enum,
+        required = true,
+        value_delimiter = ',',
+        ignore_case = true
+    )]
+    pub events: Vec<NotificationEventArg>,
+    /// Only for stacks with this label (repeatable) [default: every stack]
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+    /// Space the endpoint lives in; it hears about the stacks of that space and its
+    /// sub-spaces (default: the root space)
+    #[arg(long, value_name = "SPACE")]
+    pub space: Option<String>,
+    /// Endpoint id (default: derived from the name)
+    #[arg(long)]
+    pub id: Option<String>,
+}
+
+/// What receives notifications.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NotificationKindArg {
+    /// A JSON POST, signed with HMAC-SHA256 when it has a secret
+    Webhook,
+    /// A Slack incoming webhook
+    Slack,
+    /// PagerDuty Events v2 (the secret is the routing key)
+    Pagerduty,
+    /// A Microsoft Teams incoming webhook
+    Teams,
+}
+
+/// An event a notification endpoint subscribes to; `_` works as well as `-`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NotificationEventArg {
+    /// A tracked run's plan waits for confirmation
+    #[value(alias = "run_needs_confirmation")]
+    RunNeedsConfirmation,
+    /// A run waits for review
+    #[value(alias = "run_pending_review")]
+    RunPendingReview,
+    /// A run failed
+    #[value(alias = "run_failed")]
+    RunFailed,
+    /// A run finished
+    #[value(alias = "run_finished")]
+    RunFinished,
+    /// A drift check found drift
+    #[value(alias = "drift_detected")]
+    DriftDetected,
+    /// A drift check found a drifted stack in sync again
+    #[value(alias = "drift_resolved")]
+    DriftResolved,
+    /// A policy denied a run
+    #[value(alias = "policy_denied")]
+    PolicyDenied,
 }
 
 #[derive(Debug, Args)]
@@ -1810,6 +1985,330 @@ mod tests {
         assert_eq!(
             usage_error(&["integration", "gcp", "list"]),
             Some(ErrorKind::InvalidSubcommand)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn stack_drift_takes_a_stack() -> TestResult {
+        let c = parse(&["stack", "drift", "net", "-o", "json"])?;
+        assert_eq!(c.output, OutputFormat::Json);
+        assert!(matches!(c.command, Command::Stack(StackCommand::Drift { stack }) if stack == "net"));
+        assert_eq!(
+            usage_error(&["stack", "drift"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["stack", "drift", "net", "app"]),
+            Some(ErrorKind::UnknownArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn drift_check_list_and_schedules() -> TestResult {
+        assert!(matches!(
+            parse(&["drift", "check", "net"])?.command,
+            Command::Drift(DriftCommand::Check { stack, wait: false }) if stack == "net"
+        ));
+        assert!(matches!(
+            parse(&["drift", "check", "--wait", "net"])?.command,
+            Command::Drift(DriftCommand::Check { wait: true, .. })
+        ));
+        assert!(matches!(
+            parse(&["drift", "list"])?.command,
+            Command::Drift(DriftCommand::List { all: false })
+        ));
+        assert!(matches!(
+            parse(&["drift", "list", "--all", "-o", "json"])?.command,
+            Command::Drift(DriftCommand::List { all: true })
+        ));
+        assert!(matches!(
+            parse(&["drift", "schedules", "net"])?.command,
+            Command::Drift(DriftCommand::Schedules { stack }) if stack == "net"
+        ));
+        assert!(matches!(
+            parse(&["drift", "unschedule", "ds-1"])?.command,
+            Command::Drift(DriftCommand::Unschedule { id }) if id == "ds-1"
+        ));
+        assert_eq!(
+            usage_error(&["drift", "check"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(usage_error(&["drift", "list", "net"]), Some(ErrorKind::UnknownArgument));
+        assert_eq!(
+            usage_error(&["drift", "unschedule"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["drift"]),
+            Some(ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn drift_schedule_takes_cron_zone_and_reaction() -> TestResult {
+        let Command::Drift(DriftCommand::Schedule(a)) = parse(&[
+            "drift",
+            "schedule",
+            "net",
+            "--cron",
+            "0 */6 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--reaction",
+            "reconcile",
+        ])?
+        .command
+        else {
+            panic!("not drift schedule")
+        };
+        assert_eq!(a.stack, "net");
+        assert_eq!(a.cron, "0 */6 * * *");
+        assert_eq!(a.timezone, "Europe/Berlin");
+        assert_eq!(a.reaction, Some(DriftReactionArg::Reconcile));
+
+        let Command::Drift(DriftCommand::Schedule(a)) =
+            parse(&["drift", "schedule", "net", "--cron", "*/30 * * * *"])?.command
+        else {
+            panic!("not drift schedule")
+        };
+        assert_eq!((a.timezone.as_str(), a.reaction), ("UTC", None));
+
+        let Command::Drift(DriftCommand::Schedule(a)) = parse(&[
+            "drift",
+            "schedule",
+            "net",
+            "--cron",
+            "0 0 * * *",
+            "--timezone",
+            "Asia/Tokyo",
+            "--reaction",
+            "alert",
+        ])?
+        .command
+        else {
+            panic!("not drift schedule")
+        };
+        assert_eq!(a.timezone, "Asia/Tokyo");
+        assert_eq!(a.reaction, Some(DriftReactionArg::Alert));
+
+        assert_eq!(
+            usage_error(&["drift", "schedule", "net"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["drift", "schedule", "--cron", "0 * * * *"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&[
+                "drift",
+                "schedule",
+                "net",
+                "--cron",
+                "0 * * * *",
+                "--reaction",
+                "ignore"
+            ]),
+            Some(ErrorKind::InvalidValue)
+        );
+        // An unquoted cron expression is refused rather than half taken.
+        assert_eq!(
+            usage_error(&["drift", "schedule", "net", "--cron", "0", "6", "*", "*", "*"]),
+            Some(ErrorKind::UnknownArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn notification_endpoint_create_with_every_option() -> TestResult {
+        let Command::Notification(NotificationCommand::Endpoint(NotificationEndpointCommand::Create(a))) = parse(&[
+            "notification",
+            "endpoint",
+            "create",
+            "Ops pager",
+            "--kind",
+            "pagerduty",
+            "--url",
+            "https://events.pagerduty.com/v2/enqueue",
+            "--secret",
+            "-",
+            "--event",
+            "drift-detected",
+            "--event",
+            "drift_resolved,RUN_FAILED",
+            "--label",
+            "prod",
+            "--label",
+            "team:net",
+            "--space",
+            "prod",
+            "--id",
+            "ops-pager",
+        ])?
+        .command
+        else {
+            panic!("not notification endpoint create")
+        };
+        assert_eq!(a.name, "Ops pager");
+        assert_eq!(a.kind, NotificationKindArg::Pagerduty);
+        assert_eq!(a.url, "https://events.pagerduty.com/v2/enqueue");
+        // `-` is a value (read from stdin by the command), not a flag.
+        assert_eq!(a.secret.as_deref(), Some("-"));
+        assert_eq!(
+            a.events,
+            [
+                NotificationEventArg::DriftDetected,
+                NotificationEventArg::DriftResolved,
+                NotificationEventArg::RunFailed
+            ]
+        );
+        assert_eq!(a.labels, ["prod", "team:net"]);
+        assert_eq!(a.space.as_deref(), Some("prod"));
+        assert_eq!(a.id.as_deref(), Some("ops-pager"));
+
+        let Command::Notification(NotificationCommand::Endpoint(NotificationEndpointCommand::Create(a))) = parse(&[
+            "notification",
+            "endpoint",
+            "create",
+            "chat",
+            "--kind",
+            "slack",
+            "--url",
+            "https://hooks.slack.com/services/x",
+            "--event",
+            "run-needs-confirmation",
+        ])?
+        .command
+        else {
+            panic!("not notification endpoint create")
+        };
+        assert_eq!(a.kind, NotificationKindArg::Slack);
+        assert_eq!(a.events, [NotificationEventArg::RunNeedsConfirmation]);
+        assert!(a.secret.is_none() && a.labels.is_empty() && a.space.is_none() && a.id.is_none());
+
+        let base = ["notification", "endpoint", "create", "n", "--url", "https://x"];
+        let with = |extra: &[&'static str]| -> Vec<&str> { base.iter().chain(extra).copied().collect() };
+        // At least one event.
+        assert_eq!(
+            usage_error(&with(&["--kind", "webhook"])),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&with(&["--event", "run-failed"])),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&with(&["--kind", "email", "--event", "run-failed"])),
+            Some(ErrorKind::InvalidValue)
+        );
+        assert_eq!(
+            usage_error(&with(&["--kind", "teams", "--event", "run-started"])),
+            Some(ErrorKind::InvalidValue)
+        );
+        assert_eq!(
+            usage_error(&[
+                "notification",
+                "endpoint",
+                "create",
+                "n",
+                "--kind",
+                "teams",
+                "--event",
+                "run-failed"
+            ]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn notification_event_names_take_dashes_underscores_and_any_case() -> TestResult {
+        for (flag, event) in [
+            ("run-needs-confirmation", NotificationEventArg::RunNeedsConfirmation),
+            ("run_pending_review", NotificationEventArg::RunPendingReview),
+            ("RUN_FAILED", NotificationEventArg::RunFailed),
+            ("Run-Finished", NotificationEventArg::RunFinished),
+            ("drift-detected", NotificationEventArg::DriftDetected),
+            ("drift_resolved", NotificationEventArg::DriftResolved),
+            ("policy-denied", NotificationEventArg::PolicyDenied),
+        ] {
+            let Command::Notification(NotificationCommand::Endpoint(NotificationEndpointCommand::Create(a))) =
+                parse(&[
+                    "notification",
+                    "endpoint",
+                    "create",
+                    "n",
+                    "--kind",
+                    "webhook",
+                    "--url",
+                    "u",
+                    "--event",
+                    flag,
+                ])?
+                .command
+            else {
+                panic!("not notification endpoint create")
+            };
+            assert_eq!(a.events, [event], "{flag}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn notification_list_delete_and_deliveries() -> TestResult {
+        assert!(matches!(
+            parse(&["notification", "endpoint", "list", "-o", "json"])?.command,
+            Command::Notification(NotificationCommand::Endpoint(NotificationEndpointCommand::List))
+        ));
+        assert!(matches!(
+            parse(&["notification", "endpoint", "delete", "ops-pager"])?.command,
+            Command::Notification(NotificationCommand::Endpoint(NotificationEndpointCommand::Delete { id }))
+                if id == "ops-pager"
+        ));
+        assert!(matches!(
+            parse(&["notification", "deliveries"])?.command,
+            Command::Notification(NotificationCommand::Deliveries {
+                endpoint_id: None,
+                limit: None
+            })
+        ));
+        let c = parse(&["notification", "deliveries", "ops-pager", "--limit", "5"])?;
+        assert!(c.endpoint.is_none());
+        assert!(matches!(
+            c.command,
+            Command::Notification(NotificationCommand::Deliveries { endpoint_id: Some(e), limit: Some(5) })
+                if e == "ops-pager"
+        ));
+        // `--endpoint` stays the server's URL.
+        let c = parse(&["notification", "deliveries", "--endpoint", "http://tp"])?;
+        assert_eq!(c.endpoint.as_deref(), Some("http://tp"));
+        assert!(matches!(
+            c.command,
+            Command::Notification(NotificationCommand::Deliveries { endpoint_id: None, .. })
+        ));
+        for limit in ["0", "-1", "many"] {
+            assert!(
+                matches!(
+                    usage_error(&["notification", "deliveries", "--limit", limit]),
+                    Some(ErrorKind::ValueValidation | ErrorKind::UnknownArgument)
+                ),
+                "{limit}"
+            );
+        }
+        assert_eq!(
+            usage_error(&["notification", "endpoint", "delete"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["notification", "endpoint"]),
+            Some(ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+        );
+        assert_eq!(
+            usage_error(&["notification", "deliveries", "ops-pager", "chat"]),
+            Some(ErrorKind::UnknownArgument)
         );
         Ok(())
     }

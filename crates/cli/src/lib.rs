@@ -17,10 +17,12 @@ use terraplane_client::ClientError;
 
 pub use cli::{
     ApiKeyCommand, ApiKeyCreateArgs, ApiKeyKindArg, AuditCommand, AuditListArgs, AwsIntegrationCommand,
-    AwsIntegrationCreateArgs, Cli, Command, ContextCommand, ContextCreateArgs, IntegrationCommand, KeyRole, LoginArgs,
-    MemberRoleArgs, OrgCommand, OutputFormat, RoleCommand, RunCommand, SpaceCommand, SpaceCreateArgs, SpaceRole,
-    StackCommand, StackCreateArgs, StackEnvArgs, StackEnvCommand, StateCommand, SubjectArgs, TeamCommand, UserCommand,
-    UserCreateArgs, VariableArgs, VariableKindArg,
+    AwsIntegrationCreateArgs, Cli, Command, ContextCommand, ContextCreateArgs, DriftCommand, DriftReactionArg,
+    DriftScheduleArgs, IntegrationCommand, KeyRole, LoginArgs, MemberRoleArgs, NotificationCommand,
+    NotificationEndpointCommand, NotificationEndpointCreateArgs, NotificationEventArg, NotificationKindArg, OrgCommand,
+    OutputFormat, RoleCommand, RunCommand, SpaceCommand, SpaceCreateArgs, SpaceRole, StackCommand, StackCreateArgs,
+    StackEnvArgs, StackEnvCommand, StateCommand, SubjectArgs, TeamCommand, UserCommand, UserCreateArgs, VariableArgs,
+    VariableKindArg,
 };
 pub use config::EnvLookup;
 

@@ -3,8 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use terraplane_client::{
-    ApiKey, ApiKeyCreated, AuditEvent, AuditVerification, AwsIntegration, Context, ContextAttachment,
-    EffectiveVariable, Member, Organization, RoleBinding, Run, RunEvent, Space, Stack, StateLockInfo, StateVersion,
+    ApiKey, ApiKeyCreated, AuditEvent, AuditVerification, AwsIntegration, Context, ContextAttachment, DriftRecord,
+    DriftSchedule, DriftedResource, EffectiveVariable, Member, NotificationDelivery, NotificationEndpoint,
+    NotificationEvent, Organization, RoleBinding, Run, RunEvent, Space, Stack, StackDrift, StateLockInfo, StateVersion,
     Team, Variable, VariableKind, Viewer,
 };
 
@@ -119,6 +120,7 @@ pub fn stacks_table(stacks: &[Stack]) -> String {
         "BRANCH",
         "AUTODEPLOY",
         "LOCKED BY",
+        "DRIFT",
         "LABELS",
     ]);
     for s in stacks {
@@ -129,6 +131,7 @@ pub fn stacks_table(stacks: &[Stack]) -> String {
             s.branch.clone(),
             yes_no(s.autodeploy),
             or_dash(s.lock.as_ref().map(|l| l.holder.as_str())),
+            s.drift_status.to_string(),
             or_dash(Some(&s.labels.join(","))),
         ]);
     }
@@ -172,6 +175,8 @@ pub fn stack(s: &Stack) -> String {
         ("Labels", or_dash(Some(&s.labels.join(", ")))),
         ("Worker pool", s.worker_pool.clone()),
         ("Locked by", lock),
+        ("Drift", drift_line(&s.drift_status, s.drift_checked_at.as_ref())),
+        ("On drift", s.drift_reaction.to_string()),
     ];
     if let Some(l) = &s.state_lock {
         pairs.push(("State lock", state_lock_line(l)));
@@ -179,6 +184,14 @@ pub fn stack(s: &Stack) -> String {
     pairs.push(("Created", time(&s.created_at)));
     pairs.push(("Updated", time(&s.updated_at)));
     details(&pairs)
+}
+
+/// `DRIFTED (checked 2026-03-01 12:00:00)`, `UNKNOWN (never checked)`.
+fn drift_line(status: &impl std::fmt::Display, checked: Option<&DateTime<Utc>>) -> String {
+    match checked {
+        Some(t) => format!("{status} (checked {})", time(t)),
+        None => format!("{status} (never checked)"),
+    }
 }
 
 pub fn runs_table(runs: &[Run]) -> String {
@@ -651,10 +664,154 @@ pub fn aws_integration(i: &AwsIntegration) -> String {
     ])
 }
 
+/// A stack's drift: status, reaction and last check, then each open drift record with
+/// the resources and attributes that drifted.
+pub fn stack_drift(d: &StackDrift) -> String {
+    let mut out = details(&[
+        ("Stack", d.stack.clone()),
+        ("Drift", drift_line(&d.drift_status, d.drift_checked_at.as_ref())),
+        ("On drift", d.drift_reaction.to_string()),
+    ]);
+    if d.records.is_empty() {
+        out.push_str("\nNo open drift.\n");
+    }
+    for r in &d.records {
+        out.push_str(&format!(
+            "\nDrift {}: first seen {}, last seen {} by run {}\n",
+            r.id,
+            time(&r.first_seen_at),
+            time(&r.last_seen_at),
+            r.last_run_id
+        ));
+        out.push_str(&drifted_resources_table(&r.resources));
+    }
+    out
+}
+
+pub fn drifted_resources_table(resources: &[DriftedResource]) -> String {
+    let mut t = Table::new(["ADDRESS", "ACTION", "ATTRIBUTES"]);
+    for r in resources {
+        t.row([
+            r.address.clone(),
+            r.action.clone(),
+            or_dash(Some(&r.attributes.join(", "))),
+        ]);
+    }
+    t.render()
+}
+
+/// The drift inbox. `RESOURCES` counts the drifted resources; `stack drift` lists them.
+pub fn drift_records_table(records: &[DriftRecord]) -> String {
+    let mut t = Table::new(["STACK", "OPEN", "FIRST-SEEN", "LAST-SEEN", "RESOURCES"]);
+    for r in records {
+        t.row([
+            r.stack.clone(),
+            yes_no(r.open),
+            time(&r.first_seen_at),
+            time(&r.last_seen_at),
+            r.resources.len().to_string(),
+        ]);
+    }
+    t.render()
+}
+
+pub fn drift_schedules_table(schedules: &[DriftSchedule]) -> String {
+    let mut t = Table::new(["ID", "CRON", "TIMEZONE", "NEXT-RUN"]);
+    for s in schedules {
+        t.row([s.id.clone(), s.cron.clone(), s.timezone.clone(), time(&s.next_run_at)]);
+    }
+    t.render()
+}
+
+/// The next run is spelled out in UTC: the cron expression may be in another zone.
+pub fn drift_schedule(s: &DriftSchedule) -> String {
+    details(&[
+        ("ID", s.id.clone()),
+        ("Stack", s.stack.clone()),
+        ("Cron", s.cron.clone()),
+        ("Time zone", s.timezone.clone()),
+        ("Next run", format!("{} UTC", time(&s.next_run_at))),
+    ])
+}
+
+fn events_list(events: &[NotificationEvent], sep: &str) -> String {
+    let names: Vec<&str> = events.iter().map(NotificationEvent::as_str).collect();
+    or_dash(Some(&names.join(sep)))
+}
+
+pub fn notification_endpoints_table(endpoints: &[NotificationEndpoint]) -> String {
+    let mut t = Table::new(["ID", "NAME", "KIND", "SPACE", "SECRET", "LABELS", "EVENTS", "URL"]);
+    for e in endpoints {
+        t.row([
+            e.id.clone(),
+            e.name.clone(),
+            e.kind.to_string(),
+            e.space.clone(),
+            yes_no(e.has_secret),
+            or_dash(Some(&e.stack_labels.join(","))),
+            events_list(&e.events, ","),
+            e.url.clone(),
+        ]);
+    }
+    t.render()
+}
+
+pub fn notification_endpoint(e: &NotificationEndpoint) -> String {
+    let labels = if e.stack_labels.is_empty() {
+        "(every stack)".to_owned()
+    } else {
+        e.stack_labels.join(", ")
+    };
+    details(&[
+        ("ID", e.id.clone()),
+        ("Name", e.name.clone()),
+        ("Kind", e.kind.to_string()),
+        ("URL", e.url.clone()),
+        ("Space", e.space.clone()),
+        ("Events", events_list(&e.events, ", ")),
+        ("Stack labels", labels),
+        ("Secret", if e.has_secret { "set" } else { "none" }.to_owned()),
+        ("Created", time(&e.created_at)),
+    ])
+}
+
+/// Deliveries; a long or multi-line error is cut to one short cell (`-o json` has it all).
+pub fn notification_deliveries_table(deliveries: &[NotificationDelivery]) -> String {
+    let mut t = Table::new([
+        "CREATED",
+        "ENDPOINT",
+        "EVENT",
+        "STACK",
+        "STATUS",
+        "ATTEMPTS",
+        "LAST-CODE",
+        "LAST-ERROR",
+    ]);
+    for d in deliveries {
+        let error = match d.last_error.as_deref() {
+            Some(e) if !e.is_empty() => value_cell(false, Some(e)),
+            _ => "-".to_owned(),
+        };
+        t.row([
+            time(&d.created_at),
+            d.endpoint.clone(),
+            d.event.to_string(),
+            or_dash(d.stack.as_deref()),
+            d.status.clone(),
+            d.attempts.to_string(),
+            d.last_status_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            error,
+        ]);
+    }
+    t.render()
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
-    use terraplane_client::{ApiKeyKind, PlanSummary, RunState, RunType, StackLock};
+    use terraplane_client::{
+        ApiKeyKind, DriftReaction, DriftStatus, NotificationKind, PlanSummary, RunState, RunType, StackLock,
+    };
 
     use super::*;
 
@@ -707,6 +864,13 @@ mod tests {
                 note: Some("migrating".into()),
                 locked_at: at(3),
             }),
+            drift_status: if locked {
+                DriftStatus::Drifted
+            } else {
+                DriftStatus::Unknown
+            },
+            drift_reaction: DriftReaction::Alert,
+            drift_checked_at: locked.then(|| at(7)),
             state_lock: None,
             created_at: at(0),
             updated_at: at(0),
@@ -749,9 +913,9 @@ r-22   TRACKED   PENDING_REVIEW   0123456789   -          ada@example.com   2026
     #[test]
     fn stacks_table_shows_lock_holder_and_labels() {
         let expected = "\
-ID    NAME        REPOSITORY                          BRANCH   AUTODEPLOY   LOCKED BY   LABELS
-net   Stack net   https://git.example.com/infra.git   main     yes          bob         prod,net
-app   Stack app   https://git.example.com/infra.git   main     no           -           -
+ID    NAME        REPOSITORY                          BRANCH   AUTODEPLOY   LOCKED BY   DRIFT     LABELS
+net   Stack net   https://git.example.com/infra.git   main     yes          bob         DRIFTED   prod,net
+app   Stack app   https://git.example.com/infra.git   main     no           -           UNKNOWN   -
 ";
         assert_eq!(stacks_table(&[a_stack("net", true), a_stack("app", false)]), expected);
     }
@@ -791,6 +955,173 @@ app   Stack app   https://git.example.com/infra.git   main     no           -   
             "{out}"
         );
         assert!(out.contains("Description:  -\n"), "{out}");
+        assert!(
+            out.contains("\nDrift:        DRIFTED (checked 2026-03-01 12:00:07)\nOn drift:     ALERT\n"),
+            "{out}"
+        );
+        let out = stack(&a_stack("app", false));
+        assert!(out.contains("\nDrift:        UNKNOWN (never checked)\n"), "{out}");
+    }
+
+    fn a_record(id: &str, stack: &str, open: bool, resources: Vec<DriftedResource>) -> DriftRecord {
+        DriftRecord {
+            id: id.into(),
+            stack: stack.into(),
+            open,
+            resources,
+            last_run_id: "run-9".into(),
+            first_seen_at: at(3),
+            last_seen_at: at(9),
+            resolved_at: (!open).then(|| at(12)),
+            resolved_by_run_id: (!open).then(|| "run-12".to_owned()),
+        }
+    }
+
+    fn a_drifted(address: &str, action: &str, attributes: &[&str]) -> DriftedResource {
+        DriftedResource {
+            address: address.into(),
+            action: action.into(),
+            attributes: attributes.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn stack_drift_lists_the_drifted_resources_and_attributes() {
+        let d = StackDrift {
+            stack: "net".into(),
+            drift_status: DriftStatus::Drifted,
+            drift_reaction: DriftReaction::Reconcile,
+            drift_checked_at: Some(at(9)),
+            records: vec![a_record(
+                "dr-1",
+                "net",
+                true,
+                vec![
+                    a_drifted("sandbox_file.motd", "update", &["content", "mode"]),
+                    a_drifted("sandbox_file.old", "delete", &[]),
+                ],
+            )],
+        };
+        let expected = "\
+Stack:    net
+Drift:    DRIFTED (checked 2026-03-01 12:00:09)
+On drift: RECONCILE
+
+Drift dr-1: first seen 2026-03-01 12:00:03, last seen 2026-03-01 12:00:09 by run run-9
+ADDRESS             ACTION   ATTRIBUTES
+sandbox_file.motd   update   content, mode
+sandbox_file.old    delete   -
+";
+        assert_eq!(stack_drift(&d), expected);
+
+        let in_sync = StackDrift {
+            drift_status: DriftStatus::InSync,
+            records: vec![],
+            ..d
+        };
+        assert!(
+            stack_drift(&in_sync).ends_with("On drift: RECONCILE\n\nNo open drift.\n"),
+            "{}",
+            stack_drift(&in_sync)
+        );
+    }
+
+    #[test]
+    fn drift_inbox_and_schedules() {
+        let records = [
+            a_record("dr-2", "net", true, vec![a_drifted("a.b", "update", &["x"])]),
+            a_record("dr-1", "app", false, vec![]),
+        ];
+        assert_eq!(
+            drift_records_table(&records),
+            "\
+STACK   OPEN   FIRST-SEEN            LAST-SEEN             RESOURCES
+net     yes    2026-03-01 12:00:03   2026-03-01 12:00:09   1
+app     no     2026-03-01 12:00:03   2026-03-01 12:00:09   0
+"
+        );
+        let s = DriftSchedule {
+            id: "ds-1".into(),
+            stack: "net".into(),
+            cron: "0 */6 * * *".into(),
+            timezone: "Europe/Berlin".into(),
+            next_run_at: at(30),
+        };
+        assert_eq!(
+            drift_schedules_table(std::slice::from_ref(&s)),
+            "ID     CRON          TIMEZONE        NEXT-RUN\nds-1   0 */6 * * *   Europe/Berlin   2026-03-01 12:00:30\n"
+        );
+        assert_eq!(
+            drift_schedule(&s),
+            "ID:        ds-1\nStack:     net\nCron:      0 */6 * * *\nTime zone: Europe/Berlin\nNext run:  2026-03-01 12:00:30 UTC\n"
+        );
+    }
+
+    fn an_endpoint(secret: bool, labels: &[&str]) -> NotificationEndpoint {
+        NotificationEndpoint {
+            id: "ops".into(),
+            name: "Ops".into(),
+            kind: if secret {
+                NotificationKind::Pagerduty
+            } else {
+                NotificationKind::Slack
+            },
+            url: "https://hooks.example.com/x".into(),
+            space: "root".into(),
+            events: vec![NotificationEvent::DriftDetected, NotificationEvent::RunFailed],
+            stack_labels: labels.iter().map(|l| l.to_string()).collect(),
+            has_secret: secret,
+            created_at: at(0),
+        }
+    }
+
+    #[test]
+    fn notification_endpoints_table_and_details() {
+        assert_eq!(
+            notification_endpoints_table(&[an_endpoint(true, &["prod", "net"]), an_endpoint(false, &[])]),
+            "\
+ID    NAME   KIND        SPACE   SECRET   LABELS     EVENTS                      URL
+ops   Ops    PAGERDUTY   root    yes      prod,net   DRIFT_DETECTED,RUN_FAILED   https://hooks.example.com/x
+ops   Ops    SLACK       root    no       -          DRIFT_DETECTED,RUN_FAILED   https://hooks.example.com/x
+"
+        );
+        let out = notification_endpoint(&an_endpoint(false, &[]));
+        assert!(out.contains("Events:       DRIFT_DETECTED, RUN_FAILED\n"), "{out}");
+        assert!(
+            out.contains("Stack labels: (every stack)\nSecret:       none\n"),
+            "{out}"
+        );
+        let out = notification_endpoint(&an_endpoint(true, &["prod"]));
+        assert!(out.contains("Stack labels: prod\nSecret:       set\n"), "{out}");
+    }
+
+    #[test]
+    fn deliveries_table_cuts_errors_to_one_line() {
+        let d = |status: &str, code: Option<i32>, error: Option<&str>| NotificationDelivery {
+            id: "d1".into(),
+            endpoint: "ops".into(),
+            event: NotificationEvent::DriftDetected,
+            stack: Some("net".into()),
+            run_id: Some("run-9".into()),
+            status: status.into(),
+            attempts: 3,
+            last_status_code: code,
+            last_error: error.map(str::to_owned),
+            next_attempt_at: None,
+            created_at: at(1),
+            delivered_at: None,
+        };
+        let mut pending = d("PENDING", None, None);
+        pending.stack = None;
+        pending.event = NotificationEvent::Other("RUN_STARTED".into());
+        let long = format!("connection refused\n{}", "x".repeat(60));
+        let out = notification_deliveries_table(&[d("FAILED", Some(502), Some(&long)), pending]);
+        let expected = "\
+CREATED               ENDPOINT   EVENT            STACK   STATUS    ATTEMPTS   LAST-CODE   LAST-ERROR
+2026-03-01 12:00:01   ops        DRIFT_DETECTED   net     FAILED    3          502         connection refused\\nxxxxxxxxxxxxxxxxxxx…
+2026-03-01 12:00:01   ops        RUN_STARTED      -       PENDING   3          -           -
+";
+        assert_eq!(out, expected);
     }
 
     fn a_key(id: &str, kind: ApiKeyKind, role: &str, expires: Option<u32>, revoked: bool) -> ApiKey {

@@ -34,7 +34,7 @@ macro_rules! org_fields {
 macro_rules! stack_fields {
     () => {
         "id name description repository branch projectRoot tool toolVersion autodeploy labels \
-         workerPool lock { holder note lockedAt } createdAt updatedAt"
+         workerPool lock { holder note lockedAt } driftStatus driftReaction driftCheckedAt createdAt updatedAt"
     };
 }
 macro_rules! state_lock_fields {
@@ -113,6 +113,28 @@ macro_rules! context_fields {
 macro_rules! aws_integration_fields {
     () => {
         "id name space roleArn readRoleArn audience durationSeconds stacks"
+    };
+}
+macro_rules! drift_schedule_fields {
+    () => {
+        "id stack cron timezone nextRunAt"
+    };
+}
+macro_rules! drift_record_fields {
+    () => {
+        "id stack open resources { address action attributes } lastRunId firstSeenAt lastSeenAt \
+         resolvedAt resolvedByRunId"
+    };
+}
+macro_rules! notification_endpoint_fields {
+    () => {
+        "id name kind url space events stackLabels hasSecret createdAt"
+    };
+}
+macro_rules! notification_delivery_fields {
+    () => {
+        "id endpoint event stack runId status attempts lastStatusCode lastError nextAttemptAt \
+         createdAt deliveredAt"
     };
 }
 
@@ -340,7 +362,7 @@ impl Client {
 
     /// Runs `query` and decodes the top-level field `name` of its data.
     async fn field<T: DeserializeOwned>(&self, query: &str, variables: Value, name: &str) -> Result<T> {
-        take_field(self.graphql(query, variables).await?, name)
+        take_field(&mut self.graphql(query, variables).await?, name)
     }
 
     /// Exchanges email and password for a session token in `organization` (default: the
@@ -374,8 +396,8 @@ impl Client {
         );
         // Straight to `graphql_once`: no credential, and no renewal of its own.
         let body = json!({ "query": Q, "variables": { "refreshToken": refresh_token } });
-        let data = self.graphql_once(&body, None).await?;
-        take_field(data, "refresh")
+        let mut data = self.graphql_once(&body, None).await?;
+        take_field(&mut data, "refresh")
     }
 
     /// Ends the caller's login session: its access and refresh tokens stop working. An API
@@ -929,6 +951,159 @@ impl Client {
             .await
     }
 
+    /// The stack's drift status with its open drift records, in one request; an unknown
+    /// stack is `not_found`.
+    pub async fn stack_drift(&self, stack_id: &str) -> Result<StackDrift> {
+        const Q: &str = concat!(
+            "query($id: ID!) { stack(id: $id) { id driftStatus driftReaction driftCheckedAt } ",
+            "driftRecords(stackId: $id, openOnly: true) { ",
+            drift_record_fields!(),
+            " } }"
+        );
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Status {
+            id: String,
+            drift_status: DriftStatus,
+            drift_reaction: DriftReaction,
+            drift_checked_at: Option<chrono::DateTime<chrono::Utc>>,
+        }
+        let mut data = self.graphql(Q, json!({ "id": stack_id })).await?;
+        let status: Option<Status> = take_field(&mut data, "stack")?;
+        let status = status.ok_or_else(|| ClientError::api("not_found", format!("stack {stack_id} not found")))?;
+        Ok(StackDrift {
+            stack: status.id,
+            drift_status: status.drift_status,
+            drift_reaction: status.drift_reaction,
+            drift_checked_at: status.drift_checked_at,
+            records: take_field(&mut data, "driftRecords")?,
+        })
+    }
+
+    /// Drift records, newest first: of one stack, or across the organization (the drift
+    /// inbox) without `stack_id`; `open_only` leaves out resolved ones.
+    pub async fn drift_records(&self, stack_id: Option<&str>, open_only: bool) -> Result<Vec<DriftRecord>> {
+        const Q: &str = concat!(
+            "query($stackId: ID, $openOnly: Boolean!) { driftRecords(stackId: $stackId, openOnly: $openOnly) { ",
+            drift_record_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id, "openOnly": open_only }), "driftRecords")
+            .await
+    }
+
+    /// The stack's drift-check schedules.
+    pub async fn drift_schedules(&self, stack_id: &str) -> Result<Vec<DriftSchedule>> {
+        const Q: &str = concat!(
+            "query($stackId: ID!) { driftSchedules(stackId: $stackId) { ",
+            drift_schedule_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id }), "driftSchedules").await
+    }
+
+    /// Checks the stack's drift on a schedule: `cron` has 5 fields (6 with seconds) and is
+    /// read in `timezone` (`UTC`, `Europe/Berlin`, …). With `reaction`, also sets what the
+    /// stack does when a check finds drift (admin).
+    pub async fn drift_schedule_add(
+        &self,
+        stack_id: &str,
+        cron: &str,
+        timezone: &str,
+        reaction: Option<&DriftReaction>,
+    ) -> Result<DriftSchedule> {
+        const Q: &str = concat!(
+            "mutation($stackId: ID!, $cron: String!, $timezone: String!, $reaction: DriftReaction) { ",
+            "driftScheduleAdd(stackId: $stackId, cron: $cron, timezone: $timezone, reaction: $reaction) { ",
+            drift_schedule_fields!(),
+            " } }"
+        );
+        self.field(
+            Q,
+            json!({ "stackId": stack_id, "cron": cron, "timezone": timezone, "reaction": reaction }),
+            "driftScheduleAdd",
+        )
+        .await
+    }
+
+    /// Deletes a drift-check schedule and returns it as it was.
+    pub async fn drift_schedule_delete(&self, id: &str) -> Result<DriftSchedule> {
+        const Q: &str = concat!(
+            "mutation($id: ID!) { driftScheduleDelete(id: $id) { ",
+            drift_schedule_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "driftScheduleDelete").await
+    }
+
+    /// Queues a drift check now: a proposed, refresh-only run whose `has_changes` says
+    /// whether drift was found. Refused with `drift_check_not_possible` (and the reason)
+    /// while a tracked run or another check is in progress, or before the stack's first
+    /// tracked run finished.
+    pub async fn drift_check(&self, stack_id: &str) -> Result<Run> {
+        const Q: &str = concat!(
+            "mutation($stackId: ID!) { driftCheck(stackId: $stackId) { ",
+            run_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "stackId": stack_id }), "driftCheck").await
+    }
+
+    /// The notification endpoints the caller can see.
+    pub async fn notification_endpoints(&self) -> Result<Vec<NotificationEndpoint>> {
+        const Q: &str = concat!(
+            "query { notificationEndpoints { ",
+            notification_endpoint_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({}), "notificationEndpoints").await
+    }
+
+    /// Creates a notification endpoint; its secret is never returned (see `has_secret`).
+    pub async fn notification_endpoint_create(
+        &self,
+        input: &NotificationEndpointInput,
+    ) -> Result<NotificationEndpoint> {
+        const Q: &str = concat!(
+            "mutation($input: NotificationEndpointInput!) { notificationEndpointCreate(input: $input) { ",
+            notification_endpoint_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "input": input }), "notificationEndpointCreate")
+            .await
+    }
+
+    /// Deletes a notification endpoint and returns it as it was.
+    pub async fn notification_endpoint_delete(&self, id: &str) -> Result<NotificationEndpoint> {
+        const Q: &str = concat!(
+            "mutation($id: ID!) { notificationEndpointDelete(id: $id) { ",
+            notification_endpoint_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "notificationEndpointDelete").await
+    }
+
+    /// The latest notification deliveries, newest first: of one endpoint, or of all of
+    /// them. `limit` unset takes the server's default (50).
+    pub async fn notification_deliveries(
+        &self,
+        endpoint: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<Vec<NotificationDelivery>> {
+        // `limit` is `Int! = 50` in the schema: a nullable variable needs a default of its
+        // own to go there, and an unset limit is left out of the variables.
+        const Q: &str = concat!(
+            "query($endpoint: ID, $limit: Int = 50) { notificationDeliveries(endpoint: $endpoint, limit: $limit) { ",
+            notification_delivery_fields!(),
+            " } }"
+        );
+        let mut vars = json!({ "endpoint": endpoint });
+        if let Some(l) = limit {
+            vars["limit"] = json!(l);
+        }
+        self.field(Q, vars, "notificationDeliveries").await
+    }
+
     /// The raw Terraform state of a stack (the current version, or the one with `serial`);
     /// `None` when the stack has no state yet.
     pub async fn state_pull(&self, org: &str, stack: &str, serial: Option<i64>) -> Result<Option<Vec<u8>>> {
@@ -961,7 +1136,7 @@ impl Client {
 }
 
 /// The top-level field `name` of a GraphQL answer's data, decoded.
-fn take_field<T: DeserializeOwned>(mut data: serde_json::Map<String, Value>, name: &str) -> Result<T> {
+fn take_field<T: DeserializeOwned>(data: &mut serde_json::Map<String, Value>, name: &str) -> Result<T> {
     let v = data.remove(name).unwrap_or(Value::Null);
     serde_json::from_value(v).map_err(|e| ClientError::Decode(format!("{name}: {e}")))
 }
@@ -1250,6 +1425,69 @@ mod tests {
         let back = serde_json::to_value(&c)?;
         assert_eq!(back["variables"][1]["value"], Value::Null);
         assert_eq!(back["variables"][2]["kind"], "MOUNTED_SECRET");
+        Ok(())
+    }
+
+    #[test]
+    fn stack_and_drift_enums_decode_known_and_unknown_names() -> Result<(), serde_json::Error> {
+        let s: Stack = serde_json::from_value(json!({
+            "id": "net", "name": "Net", "description": "", "repository": "r", "branch": "main",
+            "projectRoot": "", "tool": "terraform", "toolVersion": null, "autodeploy": false, "labels": [],
+            "workerPool": "default", "lock": null, "driftStatus": "IN_SYNC", "driftReaction": "RECONCILE",
+            "driftCheckedAt": "2026-01-01T00:00:00Z",
+            "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z"
+        }))?;
+        assert_eq!(s.drift_status, DriftStatus::InSync);
+        assert_eq!(s.drift_reaction, DriftReaction::Reconcile);
+        assert!(s.drift_checked_at.is_some());
+        let back = serde_json::to_value(&s)?;
+        assert_eq!(
+            (&back["driftStatus"], &back["driftReaction"]),
+            (&json!("IN_SYNC"), &json!("RECONCILE"))
+        );
+
+        assert_eq!(
+            serde_json::from_value::<DriftStatus>(json!("DRIFTED"))?,
+            DriftStatus::Drifted
+        );
+        let later: DriftStatus = serde_json::from_value(json!("CHECKING"))?;
+        assert_eq!(later, DriftStatus::Other("CHECKING".into()));
+        assert_eq!(later.to_string(), "CHECKING");
+        assert_eq!(serde_json::to_value(&later)?, json!("CHECKING"));
+        assert_eq!(
+            serde_json::from_value::<NotificationEvent>(json!("POLICY_DENIED"))?,
+            NotificationEvent::PolicyDenied
+        );
+        assert_eq!(
+            serde_json::from_value::<NotificationKind>(json!("EMAIL"))?,
+            NotificationKind::Other("EMAIL".into())
+        );
+        assert_eq!(NotificationKind::Pagerduty.as_str(), "PAGERDUTY");
+        Ok(())
+    }
+
+    #[test]
+    fn notification_input_omits_unset_fields_and_hides_the_secret_from_debug() -> Result<(), serde_json::Error> {
+        let mut i = NotificationEndpointInput {
+            name: "ops".into(),
+            url: "https://example.com/hook".into(),
+            events: vec![NotificationEvent::DriftDetected],
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&i)?,
+            json!({"name": "ops", "kind": "WEBHOOK", "url": "https://example.com/hook", "events": ["DRIFT_DETECTED"]})
+        );
+        i.secret = Some("hmac-s3cr3t".into());
+        i.stack_labels = Some(vec!["prod".into()]);
+        i.kind = NotificationKind::Pagerduty;
+        let v = serde_json::to_value(&i)?;
+        assert_eq!(
+            (&v["secret"], &v["stackLabels"], &v["kind"]),
+            (&json!("hmac-s3cr3t"), &json!(["prod"]), &json!("PAGERDUTY"))
+        );
+        let d = format!("{i:?}");
+        assert!(!d.contains("s3cr3t") && d.contains("<redacted>"), "{d}");
         Ok(())
     }
 

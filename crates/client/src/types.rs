@@ -6,6 +6,57 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+/// An API enum by its GraphQL name, as `as_str`, `Display` and on the wire; a name this
+/// client doesn't know (a newer server) is kept verbatim in `Other`.
+macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        $name:ident { $($(#[$vmeta:meta])* $variant:ident => $wire:literal,)+ }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(from = "String", into = "String")]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+            /// A name this client doesn't know.
+            Other(String),
+        }
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $($name::$variant => $wire,)+
+                    $name::Other(s) => s,
+                }
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(s: String) -> Self {
+                match s.as_str() {
+                    $($wire => $name::$variant,)+
+                    _ => $name::Other(s),
+                }
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(v: $name) -> Self {
+                match v {
+                    $name::Other(s) => s,
+                    v => v.as_str().to_owned(),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Organization {
@@ -86,11 +137,95 @@ pub struct Stack {
     pub labels: Vec<String>,
     pub worker_pool: String,
     pub lock: Option<StackLock>,
+    pub drift_status: DriftStatus,
+    /// What a drift check that finds drift does.
+    pub drift_reaction: DriftReaction,
+    /// The last drift check; `None` before the first.
+    pub drift_checked_at: Option<DateTime<Utc>>,
     /// Only filled by [`crate::Client::stack`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_lock: Option<StateLockInfo>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+wire_enum! {
+    /// Whether a stack's resources still match its state, as its last drift check found.
+    DriftStatus {
+        InSync => "IN_SYNC",
+        Drifted => "DRIFTED",
+        /// Never checked.
+        Unknown => "UNKNOWN",
+    }
+}
+
+wire_enum! {
+    /// What a drift check that finds drift does.
+    DriftReaction {
+        /// Record the drift and notify.
+        Alert => "ALERT",
+        /// Also trigger a tracked run that converges (confirmed like any run unless the
+        /// stack deploys automatically).
+        Reconcile => "RECONCILE",
+    }
+}
+
+/// When a stack's drift is checked: a cron expression (5 fields, or 6 with seconds) in a
+/// time zone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftSchedule {
+    pub id: String,
+    /// The stack's slug.
+    pub stack: String,
+    pub cron: String,
+    /// An IANA time zone (`Europe/Berlin`) or `UTC`.
+    pub timezone: String,
+    pub next_run_at: DateTime<Utc>,
+}
+
+/// A resource whose real state differs from the Terraform state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftedResource {
+    pub address: String,
+    /// `update`, or `delete` when the resource is gone.
+    pub action: String,
+    /// Top-level attributes that differ (none for a deleted resource).
+    pub attributes: Vec<String>,
+}
+
+/// One episode of drift of a stack: opened by the check that found it, updated by later
+/// checks, resolved by the first check that finds the stack in sync again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftRecord {
+    pub id: String,
+    /// The stack's slug.
+    pub stack: String,
+    /// Still drifted: no check has found the stack in sync since.
+    pub open: bool,
+    pub resources: Vec<DriftedResource>,
+    /// The last check that found this drift.
+    pub last_run_id: String,
+    pub first_seen_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    pub resolved_at: Option<DateTime<Utc>>,
+    pub resolved_by_run_id: Option<String>,
+}
+
+/// A stack's drift status with its open drift records ([`crate::Client::stack_drift`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackDrift {
+    /// The stack's slug.
+    pub stack: String,
+    pub drift_status: DriftStatus,
+    pub drift_reaction: DriftReaction,
+    /// The last drift check; `None` before the first.
+    pub drift_checked_at: Option<DateTime<Utc>>,
+    /// The open drift records, newest first (a stack has at most one open at a time).
+    pub records: Vec<DriftRecord>,
 }
 
 /// `stackCreate` input; `None` fields take the server's defaults.
@@ -843,4 +978,110 @@ pub struct AwsIntegrationInput {
     /// The space's slug.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub space: Option<String>,
+}
+
+wire_enum! {
+    /// Where a notification endpoint delivers, and so the shape of what it gets.
+    #[derive(Default)]
+    NotificationKind {
+        /// A JSON POST, HMAC-signed when the endpoint has a secret.
+        #[default]
+        Webhook => "WEBHOOK",
+        /// A Slack incoming webhook.
+        Slack => "SLACK",
+        /// PagerDuty Events v2; the secret is the routing key.
+        Pagerduty => "PAGERDUTY",
+        /// A Microsoft Teams incoming webhook.
+        Teams => "TEAMS",
+    }
+}
+
+wire_enum! {
+    /// Something a notification endpoint can subscribe to.
+    NotificationEvent {
+        RunNeedsConfirmation => "RUN_NEEDS_CONFIRMATION",
+        RunPendingReview => "RUN_PENDING_REVIEW",
+        RunFailed => "RUN_FAILED",
+        RunFinished => "RUN_FINISHED",
+        DriftDetected => "DRIFT_DETECTED",
+        DriftResolved => "DRIFT_RESOLVED",
+        PolicyDenied => "POLICY_DENIED",
+    }
+}
+
+/// Where notifications go. Its secret is write-only: `has_secret` tells whether it has one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationEndpoint {
+    pub id: String,
+    pub name: String,
+    pub kind: NotificationKind,
+    pub url: String,
+    /// The space's slug: the endpoint hears about the stacks of this space and its
+    /// sub-spaces.
+    pub space: String,
+    pub events: Vec<NotificationEvent>,
+    /// Only stacks with one of these labels; empty: every stack.
+    pub stack_labels: Vec<String>,
+    pub has_secret: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `notificationEndpointCreate` input; `None` fields take the server's defaults (id from
+/// the name, no secret, every stack, the root space). `Debug` leaves the secret out.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationEndpointInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    pub kind: NotificationKind,
+    pub url: String,
+    /// Write-only: a webhook's HMAC key or a PagerDuty routing key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    pub events: Vec<NotificationEvent>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_labels: Option<Vec<String>>,
+    /// The space's slug.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub space: Option<String>,
+}
+
+impl fmt::Debug for NotificationEndpointInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NotificationEndpointInput")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("url", &self.url)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("events", &self.events)
+            .field("stack_labels", &self.stack_labels)
+            .field("space", &self.space)
+            .finish()
+    }
+}
+
+/// One event on its way to one endpoint, with its delivery attempts so far.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationDelivery {
+    pub id: String,
+    /// The endpoint's id.
+    pub endpoint: String,
+    pub event: NotificationEvent,
+    /// The stack's slug.
+    pub stack: Option<String>,
+    pub run_id: Option<String>,
+    /// `PENDING`, `DELIVERED` or `FAILED` (given up).
+    pub status: String,
+    pub attempts: i32,
+    /// The HTTP status of the last attempt.
+    pub last_status_code: Option<i32>,
+    pub last_error: Option<String>,
+    /// When a pending delivery is tried again.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub delivered_at: Option<DateTime<Utc>>,
 }

@@ -46,6 +46,30 @@ pub struct Config {
     pub sso: SsoConfig,
     pub secrets: SecretsConfig,
     pub identity: IdentityConfig,
+    pub notifications: NotificationsConfig,
+}
+
+/// Delivery of notifications (webhook, Slack, PagerDuty, Teams) from the outbox.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotificationsConfig {
+    pub delivery_interval_ms: u64,
+    /// Attempts before a delivery is marked failed.
+    pub max_attempts: u32,
+    /// Cap of the exponential backoff between attempts (and of a `Retry-After`).
+    pub max_backoff_secs: u64,
+    pub timeout_secs: u64,
+}
+
+impl Default for NotificationsConfig {
+    fn default() -> Self {
+        Self {
+            delivery_interval_ms: 500,
+            max_attempts: 8,
+            max_backoff_secs: 300,
+            timeout_secs: 10,
+        }
+    }
 }
 
 /// The OIDC issuer that gives each run phase a signed identity token (workload identity).

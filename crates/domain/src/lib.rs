@@ -7,6 +7,7 @@ pub mod clock;
 pub mod drift;
 pub mod ids;
 pub mod mask;
+pub mod notify;
 pub mod plan;
 pub mod run;
 pub mod slug;

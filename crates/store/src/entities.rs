@@ -541,3 +541,48 @@ pub mod drift_records {
     }
     no_relations!();
 }
+
+pub mod notification_endpoints {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "notification_endpoints")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub space_id: String,
+        pub slug: String,
+        pub name: String,
+        pub kind: String,
+        pub url: String,
+        pub secret: Option<Vec<u8>>,
+        pub events: String,
+        pub stack_labels: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod notification_deliveries {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "notification_deliveries")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub endpoint_id: String,
+        pub event: String,
+        pub stack_id: Option<String>,
+        pub run_id: Option<String>,
+        pub payload: String,
+        pub status: String,
+        pub attempts: i32,
+        pub last_status_code: Option<i32>,
+        pub last_error: Option<String>,
+        pub next_attempt_at: Option<DateTimeUtc>,
+        pub created_at: DateTimeUtc,
+        pub delivered_at: Option<DateTimeUtc>,
+    }
+    no_relations!();
+}

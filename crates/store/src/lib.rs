@@ -9,6 +9,7 @@ pub mod crypto;
 mod drift;
 mod entities;
 pub mod error;
+mod notify;
 pub mod records;
 mod runs;
 mod sessions;
@@ -30,6 +31,7 @@ pub use audit::{AuditEvent, AuditFilter, ChainCheck, DeliveryCursor, NewAuditEve
 pub use drift::{DriftOutcome, DriftRecord, DriftSchedule};
 use entities::*;
 pub use error::{Result, StoreError};
+pub use notify::{Attempt, Delivery, DeliveryStatus, NewEndpoint, NotificationEndpoint};
 pub use records::*;
 pub use runs::ExpiredRun;
 pub use runs::{NewRun, RunUpdate};

@@ -28,6 +28,7 @@ pub struct Reply {
     status: u16,
     content_type: &'static str,
     body: Vec<u8>,
+    headers: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -35,6 +36,7 @@ impl Reply {
         Self {
             status,
             content_type: "application/json",
+            headers: Vec::new(),
             body: v.to_string().into_bytes(),
         }
     }
@@ -42,13 +44,21 @@ impl Reply {
         Self {
             status,
             content_type: "text/plain",
+            headers: Vec::new(),
             body: s.as_bytes().to_vec(),
         }
     }
+    /// Adds a response header.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
     pub fn bytes(status: u16, b: Vec<u8>) -> Self {
         Self {
             status,
             content_type: "application/octet-stream",
+            headers: Vec::new(),
             body: b,
         }
     }
@@ -82,8 +92,9 @@ impl MockServer {
                     if let Ok(mut r) = recorded.lock() {
                         r.push(req);
                     }
+                    let extra: String = reply.headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
                     let head = format!(
-                        "HTTP/1.1 {} X\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        "HTTP/1.1 {} X\r\ncontent-type: {}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n",
                         reply.status,
                         reply.content_type,
                         reply.body.len()

@@ -173,6 +173,35 @@ pub async fn after_check(st: &AppState, run: &Run, stack: &Stack, has_changes: b
         .record_drift_check(stack.id, &run.id.to_string(), drifted, now)
         .await?;
     let drifted_now = matches!(outcome, DriftOutcome::Opened(_) | DriftOutcome::StillDrifted(_));
+    let note = match &outcome {
+        DriftOutcome::Opened(r) | DriftOutcome::StillDrifted(r) => Some((
+            terraplane_domain::notify::EventKind::DriftDetected,
+            format!("drift in {} resource(s)", r.resources.len()),
+            r.resources.clone(),
+        )),
+        DriftOutcome::Resolved(_) => Some((
+            terraplane_domain::notify::EventKind::DriftResolved,
+            "back in sync".to_owned(),
+            Vec::new(),
+        )),
+        DriftOutcome::InSync => None,
+    };
+    if let Some((kind, summary, resources)) = note
+        && let Err(e) = scope
+            .notify(
+                kind,
+                stack,
+                Some(run.id.to_string()),
+                summary,
+                resources,
+                None,
+                &st.public_url,
+                now,
+            )
+            .await
+    {
+        tracing::error!(run_id = %run.id, error = %e, "cannot queue the drift notification");
+    }
     if drifted_now && stack.drift_reaction == Reaction::Reconcile {
         let active = st.store.drift_check_blocker(stack.id).await?;
         // Only a tracked run in progress stands in the way (this check is finishing).

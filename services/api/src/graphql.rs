@@ -24,6 +24,7 @@ pub struct Query(
     QueryRoot,
     crate::graphql_vars::VarsQuery,
     crate::graphql_drift::DriftQuery,
+    crate::graphql_notify::NotifyQuery,
 );
 
 #[derive(async_graphql::MergedObject, Default)]
@@ -31,6 +32,7 @@ pub struct Mutation(
     MutationRoot,
     crate::graphql_vars::VarsMutation,
     crate::graphql_drift::DriftMutation,
+    crate::graphql_notify::NotifyMutation,
 );
 
 pub fn build_schema(state: Arc<AppState>) -> ApiSchema {

@@ -9,9 +9,11 @@ pub mod drift;
 pub mod error;
 pub mod graphql;
 pub mod graphql_drift;
+pub mod graphql_notify;
 pub mod graphql_vars;
 pub mod identity;
 pub mod limiter;
+pub mod notify;
 pub mod runner_api;
 pub mod service;
 pub mod sso;
@@ -101,11 +103,12 @@ pub async fn start(
         cfg.auth.run_token_ttl_secs,
         cfg.runner.pool_token.as_ref().map(|s| s.expose().to_owned()),
     );
-    let dispatcher = Scheduler::new(store.clone(), queue.clone(), clock.clone(), cfg.scheduler.clone());
     let public_url = match &cfg.api.public_url {
         Some(u) => u.trim_end_matches('/').to_owned(),
         None => format!("http://{}", listener.local_addr()?),
     };
+    let dispatcher = Scheduler::new(store.clone(), queue.clone(), clock.clone(), cfg.scheduler.clone())
+        .with_public_url(public_url.clone());
     let state = Arc::new(AppState {
         store,
         queue,

@@ -406,6 +406,7 @@ async fn result(
             tracing::error!(run_id = %run.id, error = %e, "cannot record the drift check");
         }
     }
+    crate::notify::after_transition(&st, &run, &stack).await;
     st.bus.publish(BusEvent::RunChanged(id));
     st.kick_scheduler();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "state": run.state })))

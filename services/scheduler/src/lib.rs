@@ -5,6 +5,7 @@
 //! that ran too long. An apply is never re-dispatched. Time comes from an injected clock.
 
 pub mod audit_delivery;
+pub mod notify_delivery;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -27,7 +28,13 @@ pub fn start(
     clock: Arc<dyn Clock>,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let s = Scheduler::new(store, queue, clock, cfg.scheduler.clone());
+    match notify_delivery::NotificationDelivery::new(store.clone(), clock.clone(), cfg.notifications.clone()) {
+        Ok(d) => {
+            tokio::spawn(d.run_until_stopped(shutdown.clone()));
+        }
+        Err(e) => tracing::error!(error = %e, "cannot start notification delivery"),
+    }
+    let s = Scheduler::new(store, queue, clock, cfg.scheduler.clone()).with_public_url(cfg.public_url());
     tokio::spawn(s.run_until_stopped(shutdown))
 }
 
@@ -72,6 +79,8 @@ pub struct Scheduler {
     clock: Arc<dyn Clock>,
     cfg: SchedulerConfig,
     wake: Arc<Notify>,
+    /// The api's public URL, for links in notifications.
+    public_url: String,
 }
 
 /// What one tick did, for logs and tests.
@@ -93,7 +102,14 @@ impl Scheduler {
             clock,
             cfg,
             wake: Arc::new(Notify::new()),
+            public_url: String::new(),
         }
+    }
+
+    /// Links in notifications point at `url`.
+    pub fn with_public_url(mut self, url: String) -> Self {
+        self.public_url = url;
+        self
     }
 
     /// Asks the loop to tick now (a run was queued or confirmed in this process).
@@ -152,6 +168,23 @@ impl Scheduler {
                     match self.store.fail_held_run(run, reason.clone(), now).await {
                         Ok(_) => {
                             tracing::warn!(run_id = %run.id, %reason, "run failed by the scheduler");
+                            let scope = self.store.scope(run.org_id);
+                            if let Ok(stack) = scope.get_stack(run.stack_id).await
+                                && let Err(e) = scope
+                                    .notify(
+                                        terraplane_domain::notify::EventKind::RunFailed,
+                                        &stack,
+                                        Some(run.id.to_string()),
+                                        format!("run {} failed", run.id),
+                                        Vec::new(),
+                                        Some(reason.clone()),
+                                        &self.public_url,
+                                        now,
+                                    )
+                                    .await
+                            {
+                                tracing::error!(run_id = %run.id, error = %e, "cannot queue the notification");
+                            }
                             report.failed.push((run.id, reason));
                         }
                         // The runner reported meanwhile; next tick sees the new state.

@@ -69,11 +69,7 @@ impl App<'_, '_> {
     pub(super) fn variable_input(&mut self, a: VariableArgs) -> Result<VariableInput> {
         let kind = kind_of(a.kind);
         let value = if a.value == "-" {
-            let stdin = std::io::stdin();
-            if stdin.is_terminal() {
-                self.remark("Reading the value from stdin; end it with Ctrl-D.\n")?;
-            }
-            read_value(&mut stdin.lock(), &kind)?
+            self.stdin_value(kind == VariableKind::File)?
         } else {
             a.value
         };
@@ -84,6 +80,15 @@ impl App<'_, '_> {
             secret: a.secret,
             apply_only: a.apply_only,
         })
+    }
+
+    /// A value given as `-`, read from stdin; `verbatim` keeps its final line break.
+    pub(super) fn stdin_value(&mut self, verbatim: bool) -> Result<String> {
+        let stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            self.remark("Reading the value from stdin; end it with Ctrl-D.\n")?;
+        }
+        read_value(&mut stdin.lock(), verbatim)
     }
 }
 
@@ -105,12 +110,12 @@ fn kind_of(k: VariableKindArg) -> VariableKind {
     }
 }
 
-/// A value from stdin. A file's content is kept byte for byte; any other value loses the
-/// line break `echo` adds (only that: spaces may be part of the value).
-fn read_value(r: &mut impl Read, kind: &VariableKind) -> Result<String> {
+/// A value from stdin. `verbatim` (a file's content) keeps it byte for byte; otherwise it
+/// loses the line break `echo` adds (only that: spaces may be part of the value).
+fn read_value(r: &mut impl Read, verbatim: bool) -> Result<String> {
     let mut s = String::new();
     r.read_to_string(&mut s).context("cannot read the value from stdin")?;
-    if *kind != VariableKind::File {
+    if !verbatim {
         s.truncate(s.trim_end_matches(['\r', '\n']).len());
     }
     Ok(s)
@@ -133,15 +138,11 @@ mod tests {
     #[test]
     fn a_file_from_stdin_is_kept_verbatim_and_other_values_lose_their_line_break() -> Result<()> {
         let input = b"  two words \r\n";
-        assert_eq!(read_value(&mut &input[..], &VariableKind::Env)?, "  two words ");
-        assert_eq!(read_value(&mut &input[..], &VariableKind::Terraform)?, "  two words ");
-        assert_eq!(read_value(&mut &input[..], &VariableKind::File)?, "  two words \r\n");
-        assert_eq!(
-            read_value(&mut &b"a = 1\nb = 2\n"[..], &VariableKind::File)?,
-            "a = 1\nb = 2\n"
-        );
-        assert_eq!(read_value(&mut &b"\n"[..], &VariableKind::Env)?, "");
-        assert!(read_value(&mut &b"\xff\xfe"[..], &VariableKind::File).is_err());
+        assert_eq!(read_value(&mut &input[..], false)?, "  two words ");
+        assert_eq!(read_value(&mut &input[..], true)?, "  two words \r\n");
+        assert_eq!(read_value(&mut &b"a = 1\nb = 2\n"[..], true)?, "a = 1\nb = 2\n");
+        assert_eq!(read_value(&mut &b"\n"[..], false)?, "");
+        assert!(read_value(&mut &b"\xff\xfe"[..], true).is_err());
         Ok(())
     }
 

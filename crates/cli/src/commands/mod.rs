@@ -1,11 +1,14 @@
 //! What each subcommand does: resolve the credential, call the client, print the result
-//! as a table or as JSON. Long-running commands (`--wait`, `--follow`) live in `run`.
+//! as a table or as JSON. Long-running commands (`--wait`, `--follow`) live in `run`
+//! (`drift check --wait` reuses them).
 
 mod apikey;
 mod audit;
 mod context;
+mod drift;
 mod integration;
 mod login;
+mod notification;
 mod org;
 mod role;
 mod run;
@@ -79,6 +82,8 @@ async fn dispatch_command(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
         Command::Audit(c) => app.audit(c).await,
         Command::Context(c) => app.context(c).await,
         Command::Integration(c) => app.integration(c).await,
+        Command::Drift(c) => app.drift(c).await,
+        Command::Notification(c) => app.notification(c).await,
     }
 }
 

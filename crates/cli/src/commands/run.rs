@@ -66,7 +66,7 @@ impl App<'_, '_> {
 
     /// Polls the run until it needs a decision or has ended, printing each state it passes
     /// through (from its events, so short-lived states are not missed between polls).
-    async fn wait_for_run(&mut self, id: &str) -> Result<Run> {
+    pub(super) async fn wait_for_run(&mut self, id: &str) -> Result<Run> {
         let mut seen_events = 0usize;
         let mut last: Option<RunState> = None;
         let mut failures = 0u32;
@@ -111,7 +111,7 @@ impl App<'_, '_> {
     }
 
     /// Reports where a waited-for run stopped; an unsuccessful end is an error (exit 1).
-    fn finish_wait(&mut self, run: &Run) -> Result<()> {
+    pub(super) fn finish_wait(&mut self, run: &Run) -> Result<()> {
         if self.json_mode() {
             self.json(run)?;
         }

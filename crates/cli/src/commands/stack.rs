@@ -44,6 +44,7 @@ impl App<'_, '_> {
                 self.show(&s, |s| format!("Deleted stack {}\n", s.id))
             }
             StackCommand::Env(a) => self.stack_env(a).await,
+            StackCommand::Drift { stack } => self.stack_drift(&stack).await,
         }
     }
 

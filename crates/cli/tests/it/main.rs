@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use terraplane_cli::{Cli, Context};
 use terraplane_test_support::mock::{MockServer, Reply, Request};
 
+mod drift;
+mod notifications;
 mod sso;
 mod variables;
 
@@ -340,7 +342,8 @@ async fn state_unlock_without_force_refuses_and_names_the_holder() -> TestResult
         data(json!({"stack": {
             "id": "net", "name": "net", "description": "", "repository": "r", "branch": "main", "projectRoot": "",
             "tool": "terraform", "toolVersion": null, "autodeploy": false, "labels": [], "workerPool": "default",
-            "lock": null, "createdAt": "2026-03-01T12:00:00Z", "updatedAt": "2026-03-01T12:00:00Z",
+            "lock": null, "driftStatus": "UNKNOWN", "driftReaction": "ALERT", "driftCheckedAt": null,
+            "createdAt": "2026-03-01T12:00:00Z", "updatedAt": "2026-03-01T12:00:00Z",
             "stateLock": {"id": "L1", "holder": "runner-7", "info": {}, "runId": "run-9", "needsRecovery": true,
                           "createdAt": "2026-03-01T12:00:00Z"}
         }}))

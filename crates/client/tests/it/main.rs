@@ -3,8 +3,9 @@
 
 use serde_json::{Value, json};
 use terraplane_client::{
-    ApiKeyCreate, ApiKeyKind, AuditQuery, AwsIntegrationInput, Client, ClientError, ContextCreateInput, RunState,
-    RunType, SpaceCreate, StackCreateInput, Subject, UserCreate, VariableInput, VariableKind,
+    ApiKeyCreate, ApiKeyKind, AuditQuery, AwsIntegrationInput, Client, ClientError, ContextCreateInput, DriftReaction,
+    DriftStatus, NotificationEndpointInput, NotificationEvent, NotificationKind, RunState, RunType, SpaceCreate,
+    StackCreateInput, Subject, UserCreate, VariableInput, VariableKind,
 };
 use terraplane_test_support::mock::{MockServer, Reply, Request};
 
@@ -826,6 +827,185 @@ async fn contexts_variables_and_aws_integrations_send_each_operation_with_its_va
     assert!(
         q.contains("variables { name kind secret applyOnly value checksum updatedAt } attachments { context stack priority autoAttached } createdAt"),
         "{q}"
+    );
+    Ok(())
+}
+
+fn drift_record_json(id: &str, stack: &str, open: bool) -> Value {
+    json!({"id": id, "stack": stack, "open": open,
+           "resources": [{"address": "sandbox_file.motd", "action": "update", "attributes": ["content"]}],
+           "lastRunId": "run-9", "firstSeenAt": T0, "lastSeenAt": T0,
+           "resolvedAt": if open { Value::Null } else { json!(T0) },
+           "resolvedByRunId": if open { Value::Null } else { json!("run-10") }})
+}
+
+fn schedule_json(id: &str) -> Value {
+    json!({"id": id, "stack": "net", "cron": "0 */6 * * *", "timezone": "Europe/Berlin", "nextRunAt": T0})
+}
+
+fn endpoint_json(id: &str) -> Value {
+    json!({"id": id, "name": "Ops", "kind": "PAGERDUTY", "url": "https://events.pagerduty.com/v2/enqueue",
+           "space": "root", "events": ["DRIFT_DETECTED", "DRIFT_RESOLVED"], "stackLabels": ["prod"],
+           "hasSecret": true, "createdAt": T0})
+}
+
+#[tokio::test]
+async fn drift_and_notifications_send_each_operation_with_its_variables() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let (q, vars) = operation(r);
+        let field = root_field(&q);
+        let data = match field.as_str() {
+            // `stack_drift` asks for the stack and its open records at once.
+            "stack" => json!({
+                "stack": {"id": vars["id"], "driftStatus": "DRIFTED", "driftReaction": "ALERT",
+                          "driftCheckedAt": T0},
+                "driftRecords": [drift_record_json("dr-1", "net", true)]
+            }),
+            "driftRecords" => json!({ "driftRecords": [drift_record_json("dr-2", "app", false)] }),
+            "driftSchedules" => json!({ "driftSchedules": [schedule_json("ds-1")] }),
+            "driftScheduleAdd" | "driftScheduleDelete" => json!({ field.clone(): schedule_json("ds-1") }),
+            "driftCheck" => {
+                let mut run = run_json("QUEUED");
+                run["type"] = json!("PROPOSED");
+                run["driftDetection"] = json!(true);
+                json!({ "driftCheck": run })
+            }
+            "notificationEndpoints" => json!({ "notificationEndpoints": [endpoint_json("ops")] }),
+            "notificationEndpointCreate" | "notificationEndpointDelete" => {
+                json!({ field.clone(): endpoint_json("ops") })
+            }
+            "notificationDeliveries" => json!({ "notificationDeliveries": [{
+                "id": "d1", "endpoint": "ops", "event": "DRIFT_DETECTED", "stack": "net", "runId": "run-9",
+                "status": "FAILED", "attempts": 5, "lastStatusCode": 502, "lastError": "bad gateway",
+                "nextAttemptAt": null, "createdAt": T0, "deliveredAt": null
+            }] }),
+            _ => return Reply::json(200, json!({"errors": [{"message": format!("unknown field {field}")}]})),
+        };
+        Reply::json(200, json!({ "data": data }))
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+
+    let d = c.stack_drift("net").await?;
+    assert_eq!((d.stack.as_str(), &d.drift_status), ("net", &DriftStatus::Drifted));
+    assert_eq!(d.records[0].resources[0].attributes, ["content"]);
+    let inbox = c.drift_records(None, false).await?;
+    assert_eq!(inbox[0].resolved_by_run_id.as_deref(), Some("run-10"));
+    c.drift_records(Some("app"), true).await?;
+    assert_eq!(c.drift_schedules("net").await?[0].timezone, "Europe/Berlin");
+    let added = c
+        .drift_schedule_add("net", "0 */6 * * *", "Europe/Berlin", Some(&DriftReaction::Reconcile))
+        .await?;
+    assert_eq!(added.id, "ds-1");
+    c.drift_schedule_add("net", "0 0 * * *", "UTC", None).await?;
+    assert_eq!(c.drift_schedule_delete("ds-1").await?.cron, "0 */6 * * *");
+    let check = c.drift_check("net").await?;
+    assert!(check.drift_detection && check.run_type == RunType::Proposed);
+
+    let endpoints = c.notification_endpoints().await?;
+    assert_eq!(endpoints[0].kind, NotificationKind::Pagerduty);
+    assert!(endpoints[0].has_secret);
+    let input = NotificationEndpointInput {
+        name: "Ops".into(),
+        kind: NotificationKind::Pagerduty,
+        url: "https://events.pagerduty.com/v2/enqueue".into(),
+        secret: Some("routing-key".into()),
+        events: vec![NotificationEvent::DriftDetected, NotificationEvent::DriftResolved],
+        stack_labels: Some(vec!["prod".into()]),
+        ..Default::default()
+    };
+    assert_eq!(c.notification_endpoint_create(&input).await?.id, "ops");
+    assert_eq!(c.notification_endpoint_delete("ops").await?.id, "ops");
+    let deliveries = c.notification_deliveries(None, None).await?;
+    assert_eq!(deliveries[0].event, NotificationEvent::DriftDetected);
+    assert_eq!(deliveries[0].last_status_code, Some(502));
+    c.notification_deliveries(Some("ops"), Some(5)).await?;
+
+    let sent: Vec<(String, Value)> = srv.requests().iter().map(operation).collect();
+    let expected = [
+        ("stack", json!({"id": "net"})),
+        ("driftRecords", json!({"stackId": null, "openOnly": false})),
+        ("driftRecords", json!({"stackId": "app", "openOnly": true})),
+        ("driftSchedules", json!({"stackId": "net"})),
+        (
+            "driftScheduleAdd",
+            json!({"stackId": "net", "cron": "0 */6 * * *", "timezone": "Europe/Berlin", "reaction": "RECONCILE"}),
+        ),
+        (
+            "driftScheduleAdd",
+            json!({"stackId": "net", "cron": "0 0 * * *", "timezone": "UTC", "reaction": null}),
+        ),
+        ("driftScheduleDelete", json!({"id": "ds-1"})),
+        ("driftCheck", json!({"stackId": "net"})),
+        ("notificationEndpoints", json!({})),
+        (
+            "notificationEndpointCreate",
+            json!({"input": {"name": "Ops", "kind": "PAGERDUTY", "url": "https://events.pagerduty.com/v2/enqueue",
+                             "secret": "routing-key", "events": ["DRIFT_DETECTED", "DRIFT_RESOLVED"],
+                             "stackLabels": ["prod"]}}),
+        ),
+        ("notificationEndpointDelete", json!({"id": "ops"})),
+        // An unset limit is left to the schema's default.
+        ("notificationDeliveries", json!({"endpoint": null})),
+        ("notificationDeliveries", json!({"endpoint": "ops", "limit": 5})),
+    ];
+    assert_eq!(sent.len(), expected.len());
+    for ((q, vars), (field, want)) in sent.iter().zip(&expected) {
+        assert_eq!(root_field(q), *field, "{q}");
+        assert_eq!(vars, want, "{q}");
+    }
+    // The variables are declared with the schema's types.
+    for (i, declared) in [
+        (0, "query($id: ID!) { stack(id: $id) {"),
+        (1, "query($stackId: ID, $openOnly: Boolean!)"),
+        (3, "query($stackId: ID!)"),
+        (
+            4,
+            "mutation($stackId: ID!, $cron: String!, $timezone: String!, $reaction: DriftReaction)",
+        ),
+        (6, "mutation($id: ID!)"),
+        (7, "mutation($stackId: ID!)"),
+        (9, "mutation($input: NotificationEndpointInput!)"),
+        (10, "mutation($id: ID!)"),
+        (11, "query($endpoint: ID, $limit: Int = 50)"),
+    ] {
+        assert!(sent[i].0.starts_with(declared), "{declared:?} vs {}", sent[i].0);
+    }
+    assert!(
+        sent[0].0.contains(
+            "driftRecords(stackId: $id, openOnly: true) { id stack open resources { address action attributes }"
+        ),
+        "{}",
+        sent[0].0
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn stack_drift_of_an_unknown_stack_and_refused_checks_keep_their_codes() -> TestResult {
+    let srv = MockServer::start(|r| {
+        if root_field(&operation(r).0) == "driftCheck" {
+            return Reply::json(
+                200,
+                json!({"data": null, "errors": [{"message": "stack net has a tracked run in progress",
+                                                  "extensions": {"code": "drift_check_not_possible"}}]}),
+            );
+        }
+        Reply::json(200, json!({"data": {"stack": null, "driftRecords": []}}))
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+    let err = c.stack_drift("gone").await.err();
+    assert!(err.as_ref().is_some_and(ClientError::is_not_found), "{err:?}");
+    assert_eq!(err.map(|e| e.to_string()).as_deref(), Some("stack gone not found"));
+    let err = c.drift_check("net").await.err();
+    assert_eq!(
+        err.as_ref().and_then(ClientError::code),
+        Some("drift_check_not_possible")
+    );
+    assert_eq!(
+        err.map(|e| e.to_string()).as_deref(),
+        Some("stack net has a tracked run in progress")
     );
     Ok(())
 }

@@ -234,6 +234,35 @@ async fn sandbox_drift(app: TestApp, clock: Arc<ManualClock>) {
         .push(json!({"from_port": 22, "to_port": 22, "protocol": "tcp", "cidr_blocks": ["0.0.0.0/0"]}));
     std::fs::write(&sg, v.to_string()).unwrap();
 
+    // Who hears about it: a signed webhook and PagerDuty.
+    let hook =
+        terraplane_test_support::mock::MockServer::start(|_| terraplane_test_support::mock::Reply::text(200, "ok"))
+            .await
+            .unwrap();
+    let pd = terraplane_test_support::mock::MockServer::start(|_| {
+        terraplane_test_support::mock::Reply::json(202, json!({"status": "success", "message": "Event processed"}))
+    })
+    .await
+    .unwrap();
+    for (id, kind, url, secret) in [
+        ("drift-hook", "WEBHOOK", hook.url(), "drift-hook-secret"),
+        (
+            "pager",
+            "PAGERDUTY",
+            format!("{}/v2/enqueue", pd.url()),
+            "R0UT1NGKEY0123456789012345678901",
+        ),
+    ] {
+        gql(
+            &app,
+            &format!(
+                r#"mutation {{ notificationEndpointCreate(input: {{id: "{id}", name: "{id}", kind: {kind}, url: "{url}", secret: "{secret}", events: [DRIFT_DETECTED, DRIFT_RESOLVED]}}) {{ id }} }}"#
+            ),
+            json!({}),
+        )
+        .await
+        .unwrap();
+    }
     gql(
         &app,
         "mutation { driftScheduleAdd(stackId: \"cloud\", cron: \"*/10 * * * *\", reaction: RECONCILE) { id } }",
@@ -262,6 +291,30 @@ async fn sandbox_drift(app: TestApp, clock: Arc<ManualClock>) {
     );
     assert_eq!(recs["driftRecords"][0]["open"], true);
     assert_eq!(recs["stack"]["driftStatus"], "DRIFTED");
+    for _ in 0..200 {
+        if !hook.requests().is_empty() && !pd.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let req = hook
+        .requests()
+        .into_iter()
+        .next()
+        .expect("the webhook heard of the drift");
+    assert_eq!(
+        req.header("X-Terraplane-Signature-256").unwrap(),
+        terraplane_scheduler::audit_delivery::signature(b"drift-hook-secret", &req.body)
+    );
+    let body: Value = serde_json::from_slice(&req.body).unwrap();
+    assert_eq!(body["event"], "drift_detected");
+    assert_eq!(body["drift"], recs["driftRecords"][0]["resources"]);
+    let trigger: Value = serde_json::from_slice(&pd.requests()[0].body).unwrap();
+    assert_eq!(pd.requests()[0].path, "/v2/enqueue");
+    assert_eq!(trigger["event_action"], "trigger");
+    assert_eq!(trigger["routing_key"], "R0UT1NGKEY0123456789012345678901");
+    assert!(trigger["payload"]["summary"].as_str().unwrap().contains("cloud"));
+    let dedup = trigger["dedup_key"].as_str().unwrap().to_owned();
     // Reconcile: a tracked run (autodeploy here) restores the files.
     let fix = wait_for_run(&app, "cloud", |r| {
         r.run_type == terraplane_client::RunType::Tracked && r.id != run.id
@@ -292,6 +345,25 @@ async fn sandbox_drift(app: TestApp, clock: Arc<ManualClock>) {
     assert_eq!(recs["driftRecords"][0]["open"], false);
     assert_eq!(recs["driftRecords"][0]["resolvedByRunId"], second.id.as_str());
     assert_eq!(recs["stack"]["driftStatus"], "IN_SYNC");
+    for _ in 0..200 {
+        if pd.requests().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let resolve: Value = serde_json::from_slice(&pd.requests()[1].body).unwrap();
+    assert_eq!(resolve["event_action"], "resolve");
+    assert_eq!(
+        resolve["dedup_key"],
+        dedup.as_str(),
+        "resolved with the trigger's dedup_key"
+    );
+    let hooks: Vec<Value> = hook
+        .requests()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert!(hooks.iter().any(|b| b["event"] == "drift_resolved"));
     // Deleting a resource's file out of band is drift too (checked on demand).
     std::fs::remove_file(file("bucket")).unwrap();
     gql(

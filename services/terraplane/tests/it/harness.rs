@@ -50,6 +50,8 @@ pub struct Options {
     pub master_key: &'static str,
     /// A clock the test steps (api and scheduler); the system clock otherwise.
     pub clock: Option<Arc<terraplane_domain::ManualClock>>,
+    /// Attempts before a notification delivery is marked failed.
+    pub notify_max_attempts: u32,
 }
 
 pub const MASTER_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
@@ -106,6 +108,7 @@ impl Default for Options {
             sts_endpoint: None,
             master_key: MASTER_KEY,
             clock: None,
+            notify_max_attempts: 8,
         }
     }
 }
@@ -158,6 +161,9 @@ pub async fn spawn(backend: Backend, opts: Options) -> Option<TestApp> {
     cfg.bootstrap.token = Some(Secret::new(ADMIN_TOKEN));
     cfg.bootstrap.admin_password = Some(Secret::new("admin-password"));
     cfg.scheduler.tick_ms = 100;
+    cfg.notifications.delivery_interval_ms = 50;
+    cfg.notifications.max_attempts = opts.notify_max_attempts;
+    cfg.notifications.max_backoff_secs = 60;
     cfg.scheduler.lease_secs = opts.lease_secs;
     cfg.scheduler.heartbeat_secs = opts.heartbeat_secs;
     cfg.api.max_state_bytes = opts.max_state_bytes;
@@ -384,6 +390,16 @@ pub fn git_repo(dir: &Path, files: &[(&str, &str)]) -> String {
         assert!(st.success(), "git {args:?}");
     }
     format!("file://{}", dir.display())
+}
+
+/// Run work directories the runners left behind (the provider mirror they keep beside
+/// them is not run data).
+pub fn run_dirs_left(app: &TestApp) -> Vec<PathBuf> {
+    std::fs::read_dir(app.tmp.path().join("work"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with(".provider-mirror"))
+        .collect()
 }
 
 /// A terraform that records each invocation's arguments and environment in `dir` (one

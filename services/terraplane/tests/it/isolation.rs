@@ -27,6 +27,7 @@ struct Refs {
     key: (String, String),
     context: (String, String),
     aws: (String, String),
+    endpoint: (String, String),
 }
 
 impl Refs {
@@ -40,6 +41,7 @@ impl Refs {
             &self.key,
             &self.context,
             &self.aws,
+            &self.endpoint,
         ]
         .iter()
         .flat_map(|(a, b)| [a.as_str(), b.as_str()])
@@ -56,6 +58,7 @@ impl Refs {
             &self.key,
             &self.context,
             &self.aws,
+            &self.endpoint,
         ]
         .iter()
         .map(|(a, _)| a.as_str())
@@ -95,6 +98,8 @@ fn literal(field: &str, arg: &str, ty: &Value, refs: &Refs, a: bool) -> Option<S
             pick(&refs.context)
         } else if field.starts_with("awsIntegration") {
             pick(&refs.aws)
+        } else if field.starts_with("notificationEndpoint") {
+            pick(&refs.endpoint)
         } else {
             pick(&refs.stack)
         }
@@ -106,6 +111,7 @@ fn literal(field: &str, arg: &str, ty: &Value, refs: &Refs, a: bool) -> Option<S
         "runId" => pick(&refs.run),
         "space" | "parent" => pick(&refs.space),
         "context" => pick(&refs.context),
+        "endpoint" => pick(&refs.endpoint),
         "team" => pick(&refs.team),
         "email" if EMAIL_REF_FIELDS.contains(&field) => pick(&refs.email),
         "subject" => format!("{{user: {}}}", pick(&refs.email)),
@@ -119,6 +125,10 @@ fn literal(field: &str, arg: &str, ty: &Value, refs: &Refs, a: bool) -> Option<S
         "input" if field == "contextCreate" => format!("{{name: \"iso\", space: {}}}", pick(&refs.space)),
         "input" if field == "awsIntegrationCreate" => format!(
             "{{name: \"iso\", roleArn: \"arn:aws:iam::123456789012:role/iso\", space: {}}}",
+            pick(&refs.space)
+        ),
+        "input" if field == "notificationEndpointCreate" => format!(
+            "{{name: \"iso\", kind: WEBHOOK, url: \"http://127.0.0.1:9/x\", events: [RUN_FAILED], space: {}}}",
             pick(&refs.space)
         ),
         "input" => "{name: \"renamed\"}".into(),
@@ -223,7 +233,8 @@ async fn first_ws_message(app: &TestApp, token: &str, query: &str) -> Value {
 const A_SNAPSHOT: &str = "{ stacks { id name lock { holder } } runs(stackId: \"a-stack\") { id state } spaces { id } \
     teams { id members } users { email role } stateVersions(stackId: \"a-stack\") { serial } apiKeys { id revokedAt } \
     contexts { id labels variables { name checksum } attachments { stack priority } } \
-    stackEnvironment(stackId: \"a-stack\") { name source checksum } awsIntegrations { id roleArn stacks } }";
+    stackEnvironment(stackId: \"a-stack\") { name source checksum } awsIntegrations { id roleArn stacks } \
+    notificationEndpoints { id url events } driftSchedules(stackId: \"a-stack\") { id cron } }";
 
 async fn matrix(app: TestApp) {
     // Organization A (`default`): a stack with a run and state, a space, a team, a member, a key.
@@ -328,6 +339,7 @@ async fn matrix(app: TestApp) {
         key: (key_id.clone(), uuid::Uuid::now_v7().to_string()),
         context: ("a-context".into(), "zz-no-context".into()),
         aws: ("a-aws".into(), "zz-no-aws".into()),
+        endpoint: ("a-endpoint".into(), "zz-no-endpoint".into()),
     };
 
     let schema = raw(
@@ -410,6 +422,9 @@ async fn matrix(app: TestApp) {
         "stackSetVariable",
         "stackEnvironment",
         "awsIntegrationAttach",
+        "notificationEndpointDelete",
+        "notificationDeliveries",
+        "driftCheck",
     ] {
         assert!(checked.contains_key(must), "{must} not covered: {checked:?}");
     }

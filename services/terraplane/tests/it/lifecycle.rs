@@ -101,7 +101,7 @@ async fn tracked_run_lifecycle(app: TestApp) {
     assert_eq!(second.has_changes, Some(false));
     assert_eq!(app.client.state_versions("net").await.unwrap().len(), 1);
     // The runner removed its work directories.
-    let left: Vec<_> = std::fs::read_dir(app.tmp.path().join("work")).unwrap().collect();
+    let left = run_dirs_left(&app);
     assert!(left.is_empty(), "work directories left behind: {left:?}");
     app.teardown().await;
 }

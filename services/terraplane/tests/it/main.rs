@@ -11,6 +11,7 @@ mod graphql;
 mod harness;
 mod isolation;
 mod lifecycle;
+mod notifications;
 mod production;
 mod rbac;
 mod resilience;

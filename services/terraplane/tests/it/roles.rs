@@ -60,6 +60,8 @@ fn needs() -> HashMap<&'static str, Need> {
         ("stackEnvironment", At(W::Reader)),
         ("driftSchedules", At(W::Reader)),
         ("driftRecords", Member),
+        ("notificationEndpoints", Member),
+        ("notificationDeliveries", Member),
         // mutations
         ("login", Public),
         ("refresh", Public),
@@ -91,6 +93,8 @@ fn needs() -> HashMap<&'static str, Need> {
         ("driftScheduleAdd", At(W::Admin)),
         ("driftScheduleDelete", At(W::Admin)), // ids are random: checked in drift::schedules
         ("driftCheck", At(W::Writer)),
+        ("notificationEndpointCreate", At(W::Admin)),
+        ("notificationEndpointDelete", At(W::Admin)),
         ("stackDelete", At(W::Admin)),
         ("spaceCreate", At(W::Admin)),
         ("stateForceUnlock", At(W::Admin)),
@@ -181,6 +185,10 @@ fn call(field: &str, who: Who, run: &str) -> Option<String> {
             r#"mutation { driftScheduleAdd(stackId: "s-dev", cron: "0 6 * * *", timezone: "Europe/Paris") { id } }"#.to_owned()
         }
         "driftCheck" => r#"mutation { driftCheck(stackId: "s-dev") { id } }"#.to_owned(),
+        "notificationEndpointCreate" => format!(
+            r#"mutation {{ notificationEndpointCreate(input: {{id: "ne-{n}", name: "n", kind: SLACK, url: "http://127.0.0.1:9/x", events: [RUN_FAILED], space: "dev"}}) {{ id }} }}"#
+        ),
+        "notificationEndpointDelete" => format!(r#"mutation {{ notificationEndpointDelete(id: "nedel-{n}") {{ id }} }}"#),
         "runLogs" | "runStateChanged" => return None, // subscriptions: checked below over GraphQL queries of the same run
         _ => return None,
     };
@@ -278,6 +286,7 @@ async fn setup(app: &TestApp) -> (Vec<(Who, Client)>, String) {
             r#"mutation {{ awsIntegrationAttach(id: "aws-dev", stackId: "lock-{n}") {{ id }} }}"#
         ))
         .await;
+        g(format!(r#"mutation {{ notificationEndpointCreate(input: {{id: "nedel-{n}", name: "n", kind: SLACK, url: "http://127.0.0.1:9/x", events: [RUN_FAILED], space: "dev"}}) {{ id }} }}"#)).await;
     }
     let run = c.run_trigger("s-dev", false).await.unwrap().id;
     let mut out = vec![(Who::Owner, app.client.clone())];
@@ -333,10 +342,10 @@ async fn matrix(app: TestApp) {
             checked += 1;
         }
     }
-    // 44 role-gated queries and mutations × 5 callers (driftScheduleDelete is checked in
+    // 46 role-gated queries and mutations × 5 callers (driftScheduleDelete is checked in
     // drift::schedules: its ids are random). The two subscriptions go through the
     // same check as `run` (service::get_run) and are covered by the isolation matrix.
-    assert_eq!(checked, 5 * 44, "calls checked");
+    assert_eq!(checked, 5 * 46, "calls checked");
     app.teardown().await;
 }
 both_backends!(

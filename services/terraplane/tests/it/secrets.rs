@@ -161,7 +161,7 @@ async fn canary(app: TestApp) {
     );
 
     // Nothing is left on the runner: its work directory is wiped after each phase.
-    let left: Vec<_> = std::fs::read_dir(app.tmp.path().join("work")).unwrap().collect();
+    let left = run_dirs_left(&app);
     assert!(left.is_empty(), "work directory not wiped: {left:?}");
     app.teardown().await;
 }
