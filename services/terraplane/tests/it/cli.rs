@@ -302,3 +302,119 @@ async fn tpctl_manages_contexts_and_stack_env() {
     assert!(!tp.run(&["context", "list"]).await.unwrap().contains("shared-config"));
     app.teardown().await;
 }
+
+/// Drift and notifications through tpctl against the real server, on sandbox resources.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tpctl_checks_drift_and_lists_notifications() {
+    let app = spawn(Backend::Sqlite, Options::default()).await.unwrap();
+    let tp = Tpctl {
+        config: app.tmp.path().join("tpctl.json"),
+    };
+    let tf = "terraform {\n  required_providers {\n    sandbox = { source = \"terraplane/sandbox\" }\n  }\n}\nresource \"sandbox_instance\" \"web\" {\n  name          = \"web\"\n  instance_type = \"t3.small\"\n  tags          = { env = \"prod\" }\n}\n";
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", tf)]);
+    tp.run(&[
+        "login",
+        "--endpoint",
+        &app.base,
+        "--email",
+        "admin@terraplane.local",
+        "--password",
+        "admin-password",
+    ])
+    .await
+    .unwrap();
+    tp.run(&[
+        "stack",
+        "create",
+        "--name",
+        "Cloud",
+        "--slug",
+        "cloud",
+        "--repository",
+        &repo,
+        "--autodeploy",
+    ])
+    .await
+    .unwrap();
+    let hook =
+        terraplane_test_support::mock::MockServer::start(|_| terraplane_test_support::mock::Reply::text(200, "ok"))
+            .await
+            .unwrap();
+    tp.run(&[
+        "notification",
+        "endpoint",
+        "create",
+        "ops",
+        "--kind",
+        "webhook",
+        "--url",
+        &hook.url(),
+        "--secret",
+        "s3cret",
+        "--event",
+        "drift-detected",
+    ])
+    .await
+    .unwrap();
+    let err = tp
+        .run(&["drift", "schedule", "cloud", "--cron", "99 * * * *"])
+        .await
+        .unwrap_err();
+    assert!(err.contains("invalid cron expression"), "{err}");
+    let out = tp
+        .run(&[
+            "drift",
+            "schedule",
+            "cloud",
+            "--cron",
+            "0 6 * * *",
+            "--tz",
+            "Europe/Paris",
+            "--reaction",
+            "alert",
+        ])
+        .await
+        .unwrap();
+    assert!(out.contains("0 6 * * *"), "{out}");
+    let err = tp.run(&["drift", "check", "cloud"]).await.unwrap_err();
+    assert!(err.contains("no finished tracked run"), "{err}");
+    let run = app.client.run_trigger("cloud", false).await.unwrap();
+    app.wait_state(&run.id, terraplane_client::RunState::Finished, 120)
+        .await;
+    // A console change.
+    let dir = app
+        .tmp
+        .path()
+        .join("sandbox")
+        .join(app.org())
+        .join("cloud")
+        .join("instance");
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["instance_type"] = serde_json::json!("t3.2xlarge");
+    std::fs::write(&file, v.to_string()).unwrap();
+    let out = tp.run(&["drift", "check", "cloud", "--wait"]).await.unwrap();
+    assert!(out.to_lowercase().contains("drift"), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&tp.run(&["stack", "drift", "cloud", "-o", "json"]).await.unwrap()).unwrap();
+    assert_eq!(json["driftStatus"], "DRIFTED", "{json}");
+    assert_eq!(
+        json["records"][0]["resources"],
+        serde_json::json!([{"address": "sandbox_instance.web", "action": "update", "attributes": ["instance_type"]}])
+    );
+    let inbox = tp.run(&["drift", "list"]).await.unwrap();
+    assert!(inbox.contains("cloud"), "{inbox}");
+    let mut delivered = String::new();
+    for _ in 0..100 {
+        delivered = tp.run(&["notification", "deliveries"]).await.unwrap();
+        if delivered.contains("DELIVERED") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        delivered.contains("DRIFT_DETECTED") && delivered.contains("DELIVERED"),
+        "{delivered}"
+    );
+    app.teardown().await;
+}
