@@ -1,25 +1,48 @@
-# Terraplane's demo stack: built-in resources only, so it runs anywhere.
+# Terraplane's demo stack: resources of the `sandbox` provider, a small fake cloud kept as
+# JSON files (in `terraplane dev`, under <data-dir>/sandbox/<org>/<stack>). Edit or delete a
+# file there and a drift check (`tpctl drift check demo --wait`) finds it, as it would a
+# change made in a cloud console.
+terraform {
+  required_providers {
+    sandbox = { source = "terraplane/sandbox" }
+  }
+}
+
 variable "environment" {
   type    = string
   default = "demo"
 }
 
-resource "terraform_data" "network" {
-  input = {
-    name = "${var.environment}-network"
-    cidr = "10.42.0.0/16"
+resource "sandbox_security_group" "web" {
+  name = "${var.environment}-web"
+  ingress {
+    from_port   = 443
+    to_port     = 443
+    protocol    = "tcp"
+    cidr_blocks = ["0.0.0.0/0"]
+  }
+  tags = { environment = var.environment }
+}
+
+resource "sandbox_instance" "app" {
+  name          = "${var.environment}-app"
+  instance_type = "t3.small"
+  tags = {
+    environment    = var.environment
+    security_group = sandbox_security_group.web.id
   }
 }
 
-resource "terraform_data" "app" {
-  input            = "${var.environment}-app"
-  triggers_replace = [terraform_data.network.output]
+resource "sandbox_bucket" "logs" {
+  name       = "${var.environment}-logs"
+  versioning = true
+  tags       = { environment = var.environment }
 }
 
-output "network" {
-  value = terraform_data.network.output
+output "app_private_ip" {
+  value = sandbox_instance.app.private_ip
 }
 
-output "app" {
-  value = terraform_data.app.output
+output "bucket_arn" {
+  value = sandbox_bucket.logs.arn
 }
