@@ -301,6 +301,15 @@ impl Store {
             .collect()
     }
 
+    /// A run of any organization (scheduler and benchmarks).
+    pub async fn get_run_any(&self, id: RunId) -> Result<Run> {
+        runs::Entity::find_by_id(id.to_string())
+            .one(&self.db)
+            .await?
+            .ok_or(StoreError::NotFound("run"))?
+            .try_into()
+    }
+
     pub async fn get_stack_any(&self, id: StackId) -> Result<Stack> {
         stacks::Entity::find_by_id(id.to_string())
             .one(&self.db)

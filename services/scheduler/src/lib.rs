@@ -216,41 +216,59 @@ impl Scheduler {
     }
 
     /// Queues a drift check for every schedule that came due (and moves each schedule to
-    /// its next firing, whether or not the check could start).
+    /// its next firing, whether or not the check could start). Schedules are handled a few
+    /// at a time concurrently, so a burst of due schedules is not one long serial walk.
     async fn fire_drift_schedules(&self, now: DateTime<Utc>) -> Result<Vec<terraplane_domain::RunId>, StoreError> {
+        use futures::StreamExt;
+        let due = self.store.due_drift_schedules(now, 2000).await?;
+        let fired: Vec<Result<Option<terraplane_domain::RunId>, StoreError>> = futures::stream::iter(due)
+            .map(|s| self.fire_one(s, now))
+            .buffer_unordered(8)
+            .collect()
+            .await;
         let mut queued = Vec::new();
-        for s in self.store.due_drift_schedules(now, 1000).await? {
-            let next = terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone)
-                .ok()
-                .and_then(|p| p.next_after(now))
-                .unwrap_or(now + chrono::Duration::days(1));
-            if !self.store.advance_drift_schedule(&s.id, s.next_run_at, next).await? {
-                continue; // another scheduler fired this slot
+        for r in fired {
+            if let Some(id) = r? {
+                queued.push(id);
             }
-            if let Some(why) = self.store.drift_check_blocker(s.stack_id).await? {
-                tracing::info!(stack_id = %s.stack_id, %why, "scheduled drift check skipped");
-                continue;
-            }
-            let run = self
-                .store
-                .scope(s.org_id)
-                .create_run(
-                    terraplane_store::NewRun {
-                        stack_id: s.stack_id,
-                        run_type: RunType::Proposed,
-                        commit_sha: None,
-                        triggered_by: format!("drift schedule {}", s.cron),
-                        trigger_kind: "drift_schedule".into(),
-                        drift_detection: true,
-                    },
-                    "scheduler",
-                    now,
-                )
-                .await?;
-            tracing::info!(run_id = %run.id, stack_id = %s.stack_id, "drift check queued");
-            queued.push(run.id);
         }
         Ok(queued)
+    }
+
+    async fn fire_one(
+        &self,
+        s: terraplane_store::DriftSchedule,
+        now: DateTime<Utc>,
+    ) -> Result<Option<terraplane_domain::RunId>, StoreError> {
+        let next = terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone)
+            .ok()
+            .and_then(|p| p.next_after(now))
+            .unwrap_or(now + chrono::Duration::days(1));
+        if !self.store.advance_drift_schedule(&s.id, s.next_run_at, next).await? {
+            return Ok(None); // another scheduler fired this slot
+        }
+        if let Some(why) = self.store.drift_check_blocker(s.stack_id).await? {
+            tracing::info!(stack_id = %s.stack_id, %why, "scheduled drift check skipped");
+            return Ok(None);
+        }
+        let run = self
+            .store
+            .scope(s.org_id)
+            .create_run(
+                terraplane_store::NewRun {
+                    stack_id: s.stack_id,
+                    run_type: RunType::Proposed,
+                    commit_sha: None,
+                    triggered_by: format!("drift schedule {}", s.cron),
+                    trigger_kind: "drift_schedule".into(),
+                    drift_detection: true,
+                },
+                "scheduler",
+                now,
+            )
+            .await?;
+        tracing::debug!(run_id = %run.id, stack_id = %s.stack_id, "drift check queued");
+        Ok(Some(run.id))
     }
 
     fn expiry_reason(&self, run: &Run, now: DateTime<Utc>) -> Option<String> {

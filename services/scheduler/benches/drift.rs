@@ -1,0 +1,176 @@
+//! Benchmark (not a test): how late drift schedules fire with 10,000 stacks, each with a
+//! schedule and a FINISHED tracked run (so every firing queues a real check). Two shapes:
+//! `spread` (due times evenly over a window) and `burst` (all due at the same second).
+//! `cargo bench -p terraplane-scheduler --bench drift` prints a markdown report;
+//! docs/benchmarks.md holds the latest figures. BENCH_STACKS (default 10000) and
+//! BENCH_WINDOW_SECS (default 60) set the size; PostgreSQL is skipped when unreachable.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use terraplane_config::SchedulerConfig;
+use terraplane_domain::{RunEvent, RunPhase, RunType, StackId, SystemClock};
+use terraplane_queue::memory::MemoryQueue;
+use terraplane_scheduler::Scheduler;
+use terraplane_store::{NewRun, NewStack, RunUpdate, Store};
+
+fn env_usize(k: &str, d: usize) -> usize {
+    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
+}
+
+/// Stacks with a FINISHED tracked run each and a schedule due at `due(i)`.
+async fn seed(store: &Store, n: usize, due: impl Fn(usize) -> DateTime<Utc>) -> HashMap<StackId, DateTime<Utc>> {
+    let now = Utc::now();
+    let org = store
+        .create_org(&format!("bench-{}", uuid::Uuid::new_v4().simple()), "b", now)
+        .await
+        .unwrap();
+    let scope = store.scope(org.id);
+    let mut out = HashMap::new();
+    for i in 0..n {
+        let stack = scope
+            .create_stack(
+                NewStack {
+                    slug: format!("s{i}"),
+                    name: format!("s{i}"),
+                    description: String::new(),
+                    repository: "file:///x".into(),
+                    branch: "main".into(),
+                    project_root: String::new(),
+                    tool: "terraform".into(),
+                    tool_version: None,
+                    autodeploy: false,
+                    labels: vec![],
+                    worker_pool: "bench".into(),
+                    space_id: None,
+                },
+                now,
+            )
+            .await
+            .unwrap();
+        let run = scope
+            .create_run(
+                NewRun {
+                    stack_id: stack.id,
+                    run_type: RunType::Tracked,
+                    commit_sha: None,
+                    triggered_by: "bench".into(),
+                    trigger_kind: "user".into(),
+                    drift_detection: false,
+                },
+                "bench",
+                now,
+            )
+            .await
+            .unwrap();
+        let run = store
+            .claim_run(run.id, RunPhase::Plan, "bench", now + chrono::Duration::hours(1), now)
+            .await
+            .unwrap();
+        let upd = || RunUpdate {
+            fencing_token: Some(run.fencing_token),
+            ..Default::default()
+        };
+        for e in [
+            RunEvent::Initializing,
+            RunEvent::Planning,
+            RunEvent::PlanFinished {
+                has_changes: false,
+                run_type: RunType::Tracked,
+                autodeploy: false,
+            },
+        ] {
+            scope.transition_run(run.id, e, upd(), now).await.unwrap();
+        }
+        let at = due(i);
+        scope
+            .add_drift_schedule(stack.id, "0 0 1 1 *", "UTC", at, now)
+            .await
+            .unwrap();
+        out.insert(stack.id, at);
+    }
+    out
+}
+
+/// Ticks like the scheduler loop (every `tick_ms`) until every schedule fired; returns
+/// each firing's lateness in seconds (run created − due) and the slowest tick.
+async fn fire(store: &Store, due: &HashMap<StackId, DateTime<Utc>>, tick_ms: u64) -> (Vec<f64>, f64) {
+    let cfg = SchedulerConfig {
+        tick_ms,
+        ..SchedulerConfig::default()
+    };
+    let s = Scheduler::new(store.clone(), Arc::new(MemoryQueue::new()), Arc::new(SystemClock), cfg);
+    let mut runs = Vec::new();
+    let mut slowest: f64 = 0.0;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while runs.len() < due.len() && Instant::now() < deadline {
+        let t = Instant::now();
+        let r = s.tick().await.unwrap();
+        slowest = slowest.max(t.elapsed().as_secs_f64());
+        runs.extend(r.drift_checks);
+        tokio::time::sleep(Duration::from_millis(tick_ms)).await;
+    }
+    assert_eq!(runs.len(), due.len(), "every schedule fired");
+    let mut late = Vec::new();
+    for id in runs {
+        let run = store.get_run_any(id).await.unwrap();
+        late.push((run.created_at - due[&run.stack_id]).num_milliseconds() as f64 / 1000.0);
+    }
+    late.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (late, slowest)
+}
+
+async fn scenario(backend: &str, name: &str, store: &Store, n: usize, window: i64) {
+    let start = Utc::now() + chrono::Duration::seconds(5);
+    let t = Instant::now();
+    let due = if name == "spread" {
+        seed(store, n, |i| {
+            start + chrono::Duration::milliseconds(i as i64 * window * 1000 / n as i64)
+        })
+        .await
+    } else {
+        seed(store, n, |_| start).await
+    };
+    let seeding = t.elapsed().as_secs_f64();
+    let first = *due.values().min().unwrap();
+    if first > Utc::now() {
+        tokio::time::sleep((first - Utc::now()).to_std().unwrap_or_default()).await;
+    }
+    let (late, slowest) = fire(store, &due, 100).await;
+    println!(
+        "| {backend} | {name} | {n} | {:.3} | {:.3} | {:.3} | {slowest:.3} | {seeding:.0} |",
+        pct(&late, 0.5),
+        pct(&late, 0.99),
+        late.last().copied().unwrap_or_default()
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let n = env_usize("BENCH_STACKS", 10_000);
+    let window = env_usize("BENCH_WINDOW_SECS", 60) as i64;
+    println!("| backend | shape | schedules | lateness p50 (s) | p99 (s) | max (s) | slowest tick (s) | seeding (s) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", tmp.path().join("bench.db").display());
+    let sqlite = Store::connect(&url, 1).await.unwrap();
+    sqlite.migrate().await.unwrap();
+    for shape in ["spread", "burst"] {
+        scenario("SQLite", shape, &sqlite, n, window).await;
+    }
+    if let Some(pg) = terraplane_test_support::fresh_postgres("tp_bench").await {
+        let store = Store::connect(&pg.url, 10).await.unwrap();
+        store.migrate().await.unwrap();
+        for shape in ["spread", "burst"] {
+            scenario("PostgreSQL", shape, &store, n, window).await;
+        }
+    }
+}
