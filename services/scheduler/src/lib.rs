@@ -92,6 +92,8 @@ pub struct TickReport {
     pub drift_checks: Vec<terraplane_domain::RunId>,
     /// Waiting drift checks canceled because a tracked run came first.
     pub superseded: Vec<terraplane_domain::RunId>,
+    /// When this tick's drift checks were all queued (committed).
+    pub drift_fired_at: Option<DateTime<Utc>>,
 }
 
 impl Scheduler {
@@ -136,6 +138,7 @@ impl Scheduler {
         let now = self.clock.now();
         let mut report = TickReport {
             drift_checks: self.fire_drift_schedules(now).await?,
+            drift_fired_at: Some(self.clock.now()),
             ..TickReport::default()
         };
         let runs = self.store.list_unfinished_runs().await?;
