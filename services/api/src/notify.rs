@@ -2,14 +2,14 @@
 //! needs confirmation, failed or finished, and drift found or resolved. Events go to the
 //! outbox (`TenantScope::notify`); the scheduler process delivers them.
 
+use terraplane_domain::RunState;
 use terraplane_domain::notify::{EndpointKind, EventKind};
-use terraplane_domain::{RunState, Slug};
 use terraplane_store::{Delivery, NewEndpoint, NotificationEndpoint, Run, Stack};
 
 use crate::AppState;
 use crate::auth::{Action, Principal};
 use crate::error::{ApiError, ApiResult};
-use crate::service::{event, store_err};
+use crate::service::{admin_space, event, slug_or_name, store_err};
 
 /// Raises the event a run's new state calls for (drift checks raise drift events instead).
 pub async fn after_transition(st: &AppState, run: &Run, stack: &Stack) {
@@ -75,13 +75,7 @@ async fn get(st: &AppState, p: &Principal, slug: &str, action: Action) -> ApiRes
 }
 
 pub async fn create(st: &AppState, p: &Principal, i: EndpointInput) -> ApiResult<NotificationEndpoint> {
-    p.require_member()?;
-    let scope = st.store.scope(p.org);
-    let space = match &i.space {
-        Some(s) => scope.get_space_by_slug(s).await?,
-        None => scope.root_space().await?,
-    };
-    p.require_in(space.id, Action::Admin, "space")?;
+    let space = admin_space(st, p, i.space.as_deref()).await?;
     if i.name.trim().is_empty() {
         return Err(ApiError::BadRequest("name must not be empty".into()));
     }
@@ -100,11 +94,7 @@ pub async fn create(st: &AppState, p: &Principal, i: EndpointInput) -> ApiResult
     if i.secret.as_deref().is_some_and(|s| s.len() > 4096) {
         return Err(ApiError::TooLarge("the secret is longer than 4096 bytes".into()));
     }
-    let slug = match &i.slug {
-        Some(s) => Slug::parse(s),
-        None => Slug::from_name(&i.name),
-    }
-    .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let slug = slug_or_name(i.slug.as_deref(), &i.name)?;
     let now = st.clock.now();
     let tx = st.store.begin().await?;
     let e = tx

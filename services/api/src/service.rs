@@ -124,18 +124,31 @@ fn validate_repository(r: &str) -> ApiResult<()> {
     Ok(())
 }
 
-pub async fn create_stack(st: &AppState, p: &Principal, i: StackInput) -> ApiResult<Stack> {
+/// The space (by slug; the root space when absent) something is created in: the caller
+/// must be an admin there.
+pub(crate) async fn admin_space(st: &AppState, p: &Principal, space: Option<&str>) -> ApiResult<Space> {
     p.require_member()?;
     let scope = st.store.scope(p.org);
-    let space = match &i.space {
+    let space = match space {
         Some(s) => scope.get_space_by_slug(s).await?,
         None => scope.root_space().await?,
     };
     p.require_in(space.id, Action::Admin, "space")?;
-    let slug = match &i.slug {
-        Some(s) => Slug::parse(s).map_err(|e| ApiError::BadRequest(e.to_string()))?,
-        None => Slug::from_name(&i.name).map_err(|e| ApiError::BadRequest(e.to_string()))?,
-    };
+    Ok(space)
+}
+
+/// The slug given, or one derived from the name.
+pub(crate) fn slug_or_name(slug: Option<&str>, name: &str) -> ApiResult<Slug> {
+    match slug {
+        Some(s) => Slug::parse(s),
+        None => Slug::from_name(name),
+    }
+    .map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
+pub async fn create_stack(st: &AppState, p: &Principal, i: StackInput) -> ApiResult<Stack> {
+    let space = admin_space(st, p, i.space.as_deref()).await?;
+    let slug = slug_or_name(i.slug.as_deref(), &i.name)?;
     if i.name.trim().is_empty() {
         return Err(ApiError::BadRequest("name must not be empty".into()));
     }

@@ -3,8 +3,8 @@
 //! precedence). Secrets are write-only here: nothing in this module returns one, except
 //! [`run_values`], which only the claim of a run calls.
 
+use terraplane_domain::SpaceId;
 use terraplane_domain::vars::{self, Attached, Keyed, Source, VarKind};
-use terraplane_domain::{Slug, SpaceId};
 use terraplane_store::{
     AwsIntegration, ConfigValue, Context, ContextAttachment, NewAwsIntegration, NewContext, NewValue, Owner, Space,
     Stack, TenantScope,
@@ -13,7 +13,7 @@ use terraplane_store::{
 use crate::AppState;
 use crate::auth::{Action, Principal};
 use crate::error::{ApiError, ApiResult};
-use crate::service::{event, get_stack, store_err};
+use crate::service::{admin_space, event, get_stack, slug_or_name, store_err};
 
 pub struct VarInput {
     pub name: String,
@@ -161,21 +161,11 @@ pub async fn get_context(st: &AppState, p: &Principal, slug: &str, action: Actio
 }
 
 pub async fn create_context(st: &AppState, p: &Principal, i: ContextInput) -> ApiResult<Context> {
-    p.require_member()?;
-    let scope = st.store.scope(p.org);
-    let space = match &i.space {
-        Some(s) => scope.get_space_by_slug(s).await?,
-        None => scope.root_space().await?,
-    };
-    p.require_in(space.id, Action::Admin, "space")?;
+    let space = admin_space(st, p, i.space.as_deref()).await?;
     if i.name.trim().is_empty() {
         return Err(ApiError::BadRequest("name must not be empty".into()));
     }
-    let slug = match &i.slug {
-        Some(s) => Slug::parse(s),
-        None => Slug::from_name(&i.name),
-    }
-    .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let slug = slug_or_name(i.slug.as_deref(), &i.name)?;
     check_labels(&i.labels)?;
     let now = st.clock.now();
     let tx = st.store.begin().await?;
@@ -550,13 +540,7 @@ pub async fn aws_stacks(st: &AppState, p: &Principal, i: &AwsIntegration) -> Api
 }
 
 pub async fn create_aws(st: &AppState, p: &Principal, i: AwsInput) -> ApiResult<AwsIntegration> {
-    p.require_member()?;
-    let scope = st.store.scope(p.org);
-    let space = match &i.space {
-        Some(s) => scope.get_space_by_slug(s).await?,
-        None => scope.root_space().await?,
-    };
-    p.require_in(space.id, Action::Admin, "space")?;
+    let space = admin_space(st, p, i.space.as_deref()).await?;
     if i.name.trim().is_empty() {
         return Err(ApiError::BadRequest("name must not be empty".into()));
     }
@@ -576,11 +560,7 @@ pub async fn create_aws(st: &AppState, p: &Principal, i: AwsInput) -> ApiResult<
     {
         return Err(ApiError::BadRequest("audience must be 1 to 512 characters".into()));
     }
-    let slug = match &i.slug {
-        Some(s) => Slug::parse(s),
-        None => Slug::from_name(&i.name),
-    }
-    .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let slug = slug_or_name(i.slug.as_deref(), &i.name)?;
     let now = st.clock.now();
     let tx = st.store.begin().await?;
     let created = tx
