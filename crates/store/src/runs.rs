@@ -27,6 +27,21 @@ pub struct NewRun {
     pub drift_detection: bool,
 }
 
+impl NewRun {
+    /// A drift check: a proposed run of the branch head with `drift_detection`, which the
+    /// runner plans with `-refresh-only`.
+    pub fn drift_check(stack_id: StackId, triggered_by: String, trigger_kind: &str) -> Self {
+        Self {
+            stack_id,
+            run_type: RunType::Proposed,
+            commit_sha: None,
+            triggered_by,
+            trigger_kind: trigger_kind.into(),
+            drift_detection: true,
+        }
+    }
+}
+
 /// Extra columns written together with a transition.
 #[derive(Clone, Debug, Default)]
 pub struct RunUpdate {

@@ -101,18 +101,7 @@ pub async fn check_now(st: &AppState, p: &Principal, stack: &str) -> ApiResult<R
     let tx = st.store.begin().await?;
     let run = tx
         .scope(p.org)
-        .create_run(
-            NewRun {
-                stack_id: s.id,
-                run_type: RunType::Proposed,
-                commit_sha: None,
-                triggered_by: p.name(),
-                trigger_kind: "drift_check".into(),
-                drift_detection: true,
-            },
-            &p.name(),
-            now,
-        )
+        .create_run(NewRun::drift_check(s.id, p.name(), "drift_check"), &p.name(), now)
         .await
         .map_err(store_err("stack_locked"))?;
     tx.scope(p.org)

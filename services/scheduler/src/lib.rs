@@ -258,14 +258,11 @@ impl Scheduler {
             .store
             .scope(s.org_id)
             .create_run(
-                terraplane_store::NewRun {
-                    stack_id: s.stack_id,
-                    run_type: RunType::Proposed,
-                    commit_sha: None,
-                    triggered_by: format!("drift schedule {}", s.cron),
-                    trigger_kind: "drift_schedule".into(),
-                    drift_detection: true,
-                },
+                terraplane_store::NewRun::drift_check(
+                    s.stack_id,
+                    format!("drift schedule {}", s.cron),
+                    "drift_schedule",
+                ),
                 "scheduler",
                 now,
             )
