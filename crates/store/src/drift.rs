@@ -3,12 +3,18 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
+use std::collections::{BTreeMap, HashMap};
+
+use sea_orm::sea_query::{LockBehavior, LockType};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, QuerySelect,
-    Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
+    QuerySelect, Set, Statement, TransactionTrait,
 };
 use terraplane_domain::drift::{DriftStatus, DriftedResource, Reaction};
-use terraplane_domain::{OrgId, StackId};
+use terraplane_domain::{OrgId, RunId, RunState, StackId};
+
+use crate::runs::{NewRun, event_model, queued_run_model};
+use crate::tenant::terminal_states;
 
 use crate::entities::*;
 use crate::error::{Result, StoreError};
@@ -250,54 +256,206 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
     }
 }
 
-impl crate::Store {
-    /// Why a drift check can't start on `stack` now, if it can't: checks run only when the
-    /// stack's last tracked run FINISHED, never beside a tracked run, one at a time.
-    pub async fn drift_check_blocker(&self, stack: StackId) -> Result<Option<String>> {
-        use terraplane_domain::{RunState, RunType};
-        let runs = runs::Entity::find()
-            .filter(runs::Column::StackId.eq(stack.to_string()))
+/// What one pass over due drift schedules did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FiredSchedules {
+    /// Checks queued, one per stack: (organization, stack, run).
+    pub queued: Vec<(OrgId, StackId, RunId)>,
+    /// Stacks whose check could not start, and why.
+    pub skipped: Vec<(StackId, String)>,
+    /// Due schedules read; equal to the limit when more may be waiting.
+    pub due: usize,
+}
+
+/// Why a drift check can't start on a stack, from its unfinished tracked runs and drift
+/// checks (`unfinished`, any order) and its newest tracked run.
+fn blocker(unfinished: &[&runs::Model], last_tracked: Option<&(String, String)>) -> Option<String> {
+    use terraplane_domain::RunType;
+    if unfinished.iter().any(|r| r.drift_detection) {
+        return Some("a drift check is already queued or running".into());
+    }
+    if let Some(r) = unfinished
+        .iter()
+        .filter(|r| r.run_type == RunType::Tracked.as_str())
+        .min_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
+    {
+        return Some(format!("tracked run {} is {}", r.id, r.state));
+    }
+    match last_tracked {
+        None => Some("the stack has no finished tracked run yet".into()),
+        Some((id, state)) if state != RunState::Finished.as_str() => {
+            Some(format!("the stack's last tracked run {id} is {state}, not FINISHED"))
+        }
+        Some(_) => None,
+    }
+}
+
+/// `?, ?, ?` or `$3, $4, $5`: `n` placeholders for `backend`, numbered from `first`.
+fn placeholders(backend: DbBackend, first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| match backend {
+            DbBackend::Postgres => format!("${i}"),
+            _ => "?".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why drift checks can't start now, for each of `stacks` that is blocked: checks run only
+/// when the stack's last tracked run FINISHED, never beside a tracked run, one at a time.
+/// Two queries per few hundred stacks, whatever their history.
+async fn drift_check_blockers(db: &impl ConnectionTrait, stacks: &[StackId]) -> Result<HashMap<StackId, String>> {
+    use terraplane_domain::RunType;
+    let mut out = HashMap::new();
+    for chunk in stacks.chunks(crate::IN_CHUNK) {
+        let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
+        let unfinished = runs::Entity::find()
+            .filter(runs::Column::StackId.is_in(ids.clone()))
+            .filter(runs::Column::State.is_not_in(terminal_states()))
             .filter(
                 sea_orm::Condition::any()
                     .add(runs::Column::RunType.eq(RunType::Tracked.as_str()))
                     .add(runs::Column::DriftDetection.eq(true)),
             )
-            .order_by_desc(runs::Column::CreatedAt)
-            .limit(50)
-            .all(&self.db)
+            .all(db)
             .await?;
-        let terminal = |s: &str| s.parse::<RunState>().map(|s| s.is_terminal()).unwrap_or(true);
-        if runs.iter().any(|r| r.drift_detection && !terminal(&r.state)) {
-            return Ok(Some("a drift check is already queued or running".into()));
+        // The newest tracked run of each stack, found through the (stack_id, created_at) index.
+        let backend = db.get_database_backend();
+        let sql = format!(
+            "SELECT r.stack_id, r.id, r.state FROM runs r WHERE r.stack_id IN ({}) AND r.run_type = {} \
+             AND r.created_at = (SELECT MAX(r2.created_at) FROM runs r2 \
+             WHERE r2.stack_id = r.stack_id AND r2.run_type = r.run_type)",
+            placeholders(backend, 1, ids.len()),
+            placeholders(backend, ids.len() + 1, 1),
+        );
+        let mut values: Vec<sea_orm::Value> = ids.iter().map(|s| s.clone().into()).collect();
+        values.push(RunType::Tracked.as_str().into());
+        let mut last: HashMap<String, (String, String)> = HashMap::new();
+        for row in db
+            .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?
+        {
+            let stack: String = row.try_get("", "stack_id")?;
+            let id: String = row.try_get("", "id")?;
+            let state: String = row.try_get("", "state")?;
+            // Same timestamp: the greater id is the newer run (ids are time-ordered).
+            match last.get(&stack) {
+                Some((other, _)) if *other >= id => {}
+                _ => {
+                    last.insert(stack, (id, state));
+                }
+            }
         }
-        let tracked: Vec<_> = runs
-            .iter()
-            .filter(|r| r.run_type == RunType::Tracked.as_str())
-            .collect();
-        if let Some(r) = tracked.iter().find(|r| !terminal(&r.state)) {
-            return Ok(Some(format!("tracked run {} is {}", r.id, r.state)));
-        }
-        match tracked.first() {
-            None => Ok(Some("the stack has no finished tracked run yet".into())),
-            Some(r) if r.state != RunState::Finished.as_str() => Ok(Some(format!(
-                "the stack's last tracked run {} is {}, not FINISHED",
-                r.id, r.state
-            ))),
-            Some(_) => Ok(None),
+        for (stack, key) in chunk.iter().zip(&ids) {
+            let mine: Vec<&runs::Model> = unfinished.iter().filter(|r| &r.stack_id == key).collect();
+            if let Some(why) = blocker(&mine, last.get(key)) {
+                out.insert(*stack, why);
+            }
         }
     }
+    Ok(out)
+}
 
-    /// Schedules due at `now`, oldest due first (for the scheduler; every organization).
-    pub async fn due_drift_schedules(&self, now: DateTime<Utc>, limit: u64) -> Result<Vec<DriftSchedule>> {
-        drift_schedules::Entity::find()
+impl crate::Store {
+    /// Why a drift check can't start on `stack` now, if it can't: checks run only when the
+    /// stack's last tracked run FINISHED, never beside a tracked run, one at a time.
+    pub async fn drift_check_blocker(&self, stack: StackId) -> Result<Option<String>> {
+        Ok(drift_check_blockers(&self.db, &[stack]).await?.remove(&stack))
+    }
+
+    /// Fires up to `limit` due schedules in one transaction: moves each to its next firing
+    /// (`next`), then queues one drift check per stack that may start one. A handful of
+    /// statements per few hundred schedules: one read of the due schedules (locked with
+    /// `SKIP LOCKED` on PostgreSQL, so schedulers never fire a slot twice), one update per
+    /// distinct next firing, two reads for the blockers and multi-row inserts of the runs
+    /// and their first events.
+    pub async fn fire_due_drift_schedules(
+        &self,
+        now: DateTime<Utc>,
+        limit: u64,
+        mut next: impl FnMut(&DriftSchedule) -> DateTime<Utc>,
+    ) -> Result<FiredSchedules> {
+        let tx = self.db.begin().await?;
+        let due: Vec<DriftSchedule> = drift_schedules::Entity::find()
             .filter(drift_schedules::Column::NextRunAt.lte(now))
             .order_by_asc(drift_schedules::Column::NextRunAt)
             .limit(limit)
-            .all(&self.db)
+            .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
+            .all(&tx)
             .await?
             .into_iter()
             .map(DriftSchedule::try_from)
-            .collect()
+            .collect::<Result<_>>()?;
+        let mut fired = FiredSchedules {
+            due: due.len(),
+            ..FiredSchedules::default()
+        };
+        if due.is_empty() {
+            return Ok(fired);
+        }
+        let mut by_next: BTreeMap<DateTime<Utc>, Vec<String>> = BTreeMap::new();
+        for s in &due {
+            by_next.entry(next(s)).or_default().push(s.id.clone());
+        }
+        let mut moved = 0;
+        for (at, ids) in &by_next {
+            for chunk in ids.chunks(crate::IN_CHUNK) {
+                moved += drift_schedules::Entity::update_many()
+                    .col_expr(drift_schedules::Column::NextRunAt, Expr::value(*at))
+                    .filter(drift_schedules::Column::Id.is_in(chunk.to_vec()))
+                    .filter(drift_schedules::Column::NextRunAt.lte(now))
+                    .exec(&tx)
+                    .await?
+                    .rows_affected;
+            }
+        }
+        if moved != due.len() as u64 {
+            // Another scheduler moved some of them meanwhile (possible only without row
+            // locks): leave this pass to it.
+            tx.rollback().await?;
+            return Err(StoreError::Conflict(format!(
+                "{} of {} due drift schedules were fired by someone else",
+                due.len() as u64 - moved,
+                due.len()
+            )));
+        }
+        // One check per stack, however many of its schedules came due.
+        let mut stacks: Vec<(OrgId, StackId, &str)> = Vec::new();
+        for s in &due {
+            if !stacks.iter().any(|(_, id, _)| *id == s.stack_id) {
+                stacks.push((s.org_id, s.stack_id, &s.cron));
+            }
+        }
+        let ids: Vec<StackId> = stacks.iter().map(|(_, id, _)| *id).collect();
+        let mut blocked = drift_check_blockers(&tx, &ids).await?;
+        let mut runs = Vec::new();
+        let mut events = Vec::new();
+        for (org, stack, cron) in stacks {
+            if let Some(why) = blocked.remove(&stack) {
+                fired.skipped.push((stack, why));
+                continue;
+            }
+            let id = RunId::new();
+            let org_s = org.to_string();
+            let new = NewRun::drift_check(stack, format!("drift schedule {cron}"), "drift_schedule");
+            runs.push(queued_run_model(&org_s, id, new, now));
+            events.push(event_model(&org_s, &id.to_string(), RunState::Queued, None, now));
+            fired.queued.push((org, stack, id));
+        }
+        while !runs.is_empty() {
+            let rest = runs.split_off(runs.len().min(crate::IN_CHUNK));
+            runs::Entity::insert_many(std::mem::replace(&mut runs, rest))
+                .exec_without_returning(&tx)
+                .await?;
+        }
+        while !events.is_empty() {
+            let rest = events.split_off(events.len().min(crate::IN_CHUNK));
+            run_events::Entity::insert_many(std::mem::replace(&mut events, rest))
+                .exec_without_returning(&tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(fired)
     }
 
     /// Moves a schedule to its next firing, if nobody else did since `seen` (so two

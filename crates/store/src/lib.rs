@@ -26,9 +26,13 @@ use sea_orm::{
 use terraplane_domain::{ApiKeyId, OrgId, UserId};
 use terraplane_migration::MigratorTrait;
 
+/// Ids per statement in `IN (...)` lists and rows per multi-row insert: well under SQLite's
+/// and PostgreSQL's limits on bound parameters (a run row binds 24).
+pub(crate) const IN_CHUNK: usize = 500;
+
 pub use access::{NewSpace, ROOT_SPACE};
 pub use audit::{AuditEvent, AuditFilter, ChainCheck, DeliveryCursor, NewAuditEvent};
-pub use drift::{DriftOutcome, DriftRecord, DriftSchedule};
+pub use drift::{DriftOutcome, DriftRecord, DriftSchedule, FiredSchedules};
 use entities::*;
 pub use error::{Result, StoreError};
 pub use notify::{Attempt, Delivery, DeliveryStatus, NewEndpoint, NotificationEndpoint};

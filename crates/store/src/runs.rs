@@ -4,9 +4,11 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, SimpleExpr};
+use std::collections::HashMap;
+
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionSession,
-    TransactionTrait,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Set,
+    TransactionSession, TransactionTrait,
 };
 use terraplane_domain::plan::PlanSummary;
 use terraplane_domain::{RunEvent, RunId, RunPhase, RunState, RunType, StackId};
@@ -72,34 +74,10 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
         }
         let id = RunId::new();
         let tx = self.db.begin().await?;
-        runs::ActiveModel {
-            id: Set(id.to_string()),
-            org_id: Set(self.org_s.clone()),
-            stack_id: Set(r.stack_id.to_string()),
-            run_type: Set(r.run_type.as_str().to_owned()),
-            state: Set(RunState::Queued.as_str().to_owned()),
-            commit_sha: Set(r.commit_sha),
-            triggered_by: Set(r.triggered_by),
-            trigger_kind: Set(r.trigger_kind),
-            drift_detection: Set(r.drift_detection),
-            plan_add: Set(None),
-            plan_change: Set(None),
-            plan_destroy: Set(None),
-            has_changes: Set(None),
-            error: Set(None),
-            outputs: Set(None),
-            fencing_token: Set(0),
-            runner_id: Set(None),
-            lease_expires_at: Set(None),
-            dispatched_at: Set(None),
-            held_since: Set(None),
-            cancel_requested: Set(false),
-            created_at: Set(now),
-            updated_at: Set(now),
-        }
-        .insert(&tx)
-        .await?;
-        insert_event(&tx, &self.org_s, &id.to_string(), RunState::Queued, None, now).await?;
+        queued_run_model(&self.org_s, id, r, now).insert(&tx).await?;
+        event_model(&self.org_s, &id.to_string(), RunState::Queued, None, now)
+            .insert(&tx)
+            .await?;
         tx.commit().await?;
         self.get_run(id).await
     }
@@ -155,14 +133,43 @@ fn held_states() -> Vec<&'static str> {
         .collect()
 }
 
-async fn insert_event(
-    db: &impl ConnectionTrait,
+/// A new run, QUEUED.
+pub(crate) fn queued_run_model(org: &str, id: RunId, r: NewRun, now: DateTime<Utc>) -> runs::ActiveModel {
+    runs::ActiveModel {
+        id: Set(id.to_string()),
+        org_id: Set(org.to_owned()),
+        stack_id: Set(r.stack_id.to_string()),
+        run_type: Set(r.run_type.as_str().to_owned()),
+        state: Set(RunState::Queued.as_str().to_owned()),
+        commit_sha: Set(r.commit_sha),
+        triggered_by: Set(r.triggered_by),
+        trigger_kind: Set(r.trigger_kind),
+        drift_detection: Set(r.drift_detection),
+        plan_add: Set(None),
+        plan_change: Set(None),
+        plan_destroy: Set(None),
+        has_changes: Set(None),
+        error: Set(None),
+        outputs: Set(None),
+        fencing_token: Set(0),
+        runner_id: Set(None),
+        lease_expires_at: Set(None),
+        dispatched_at: Set(None),
+        held_since: Set(None),
+        cancel_requested: Set(false),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+}
+
+/// A run event: the run entered `state`.
+pub(crate) fn event_model(
     org: &str,
     run: &str,
     state: RunState,
     note: Option<String>,
     now: DateTime<Utc>,
-) -> Result<()> {
+) -> run_events::ActiveModel {
     run_events::ActiveModel {
         id: Set(uuid::Uuid::now_v7().to_string()),
         org_id: Set(org.to_owned()),
@@ -171,8 +178,17 @@ async fn insert_event(
         note: Set(note),
         created_at: Set(now),
     }
-    .insert(db)
-    .await?;
+}
+
+async fn insert_event(
+    db: &impl ConnectionTrait,
+    org: &str,
+    run: &str,
+    state: RunState,
+    note: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    event_model(org, run, state, note, now).insert(db).await?;
     Ok(())
 }
 
@@ -303,17 +319,74 @@ impl Store {
         })
     }
 
-    /// Every run that is not finished, oldest first (the scheduler's working set).
-    pub async fn list_unfinished_runs(&self) -> Result<Vec<Run>> {
+    /// Stacks whose unfinished runs need the scheduler now: a run waiting to be published
+    /// (never published, or published before `republish_before` and still waiting), or a
+    /// run held by a runner whose lease expired or that was taken before `held_before`.
+    /// Runs published and waiting for a runner cost nothing here until they are due again.
+    pub async fn stacks_needing_dispatch(
+        &self,
+        now: DateTime<Utc>,
+        republish_before: DateTime<Utc>,
+        held_before: DateTime<Utc>,
+    ) -> Result<Vec<StackId>> {
+        let waiting = [RunState::Queued.as_str(), RunState::Confirmed.as_str()];
+        let due = Condition::all().add(runs::Column::State.is_in(waiting)).add(
+            Condition::any()
+                .add(runs::Column::DispatchedAt.is_null())
+                .add(runs::Column::DispatchedAt.lt(republish_before)),
+        );
+        let expired = Condition::all().add(runs::Column::State.is_in(held_states())).add(
+            Condition::any()
+                .add(runs::Column::LeaseExpiresAt.lt(now))
+                .add(runs::Column::HeldSince.lt(held_before)),
+        );
         runs::Entity::find()
-            .filter(runs::Column::State.is_not_in(terminal_states()))
-            .order_by_asc(runs::Column::CreatedAt)
-            .order_by_asc(runs::Column::Id)
+            .select_only()
+            .column(runs::Column::StackId)
+            .distinct()
+            .filter(Condition::any().add(due).add(expired))
+            .into_tuple::<String>()
             .all(&self.db)
             .await?
-            .into_iter()
-            .map(Run::try_from)
+            .iter()
+            .map(|s| parse_id(s))
             .collect()
+    }
+
+    /// The unfinished runs of `stacks`, oldest first.
+    pub async fn unfinished_runs_of(&self, stacks: &[StackId]) -> Result<Vec<Run>> {
+        let mut out = Vec::new();
+        for chunk in stacks.chunks(crate::IN_CHUNK) {
+            let rows = runs::Entity::find()
+                .filter(runs::Column::StackId.is_in(chunk.iter().map(ToString::to_string)))
+                .filter(runs::Column::State.is_not_in(terminal_states()))
+                .all(&self.db)
+                .await?;
+            for m in rows {
+                out.push(Run::try_from(m)?);
+            }
+        }
+        out.sort_by_key(|r| (r.created_at, r.id));
+        Ok(out)
+    }
+
+    /// The worker pool of each of `stacks` that exists.
+    pub async fn worker_pools(&self, stacks: &[StackId]) -> Result<HashMap<StackId, String>> {
+        let mut out = HashMap::new();
+        for chunk in stacks.chunks(crate::IN_CHUNK) {
+            let rows: Vec<(String, String)> = stacks::Entity::find()
+                .select_only()
+                .column(stacks::Column::Id)
+                .column(stacks::Column::WorkerPool)
+                .filter(stacks::Column::Id.is_in(chunk.iter().map(ToString::to_string)))
+                .into_tuple()
+                .all(&self.db)
+                .await?;
+            for (id, pool) in rows {
+                out.insert(parse_id(&id)?, pool);
+            }
+        }
+        Ok(out)
     }
 
     /// A run of any organization (scheduler and benchmarks).
@@ -333,15 +406,26 @@ impl Store {
             .try_into()
     }
 
-    /// Records that a run was published in `state`, unless it moved on meanwhile.
-    pub async fn mark_dispatched(&self, id: RunId, state: RunState, now: DateTime<Utc>) -> Result<bool> {
-        let res = runs::Entity::update_many()
-            .col_expr(runs::Column::DispatchedAt, Expr::value(now))
-            .filter(runs::Column::Id.eq(id.to_string()))
-            .filter(runs::Column::State.eq(state.as_str()))
-            .exec(&self.db)
-            .await?;
-        Ok(res.rows_affected == 1)
+    /// Records that runs were published, each in the state it was published in, unless it
+    /// moved on meanwhile. Returns how many were marked.
+    pub async fn mark_dispatched(&self, published: &[(RunId, RunState)], now: DateTime<Utc>) -> Result<u64> {
+        let mut by_state: HashMap<RunState, Vec<String>> = HashMap::new();
+        for (id, state) in published {
+            by_state.entry(*state).or_default().push(id.to_string());
+        }
+        let mut marked = 0;
+        for (state, ids) in by_state {
+            for chunk in ids.chunks(crate::IN_CHUNK) {
+                marked += runs::Entity::update_many()
+                    .col_expr(runs::Column::DispatchedAt, Expr::value(now))
+                    .filter(runs::Column::Id.is_in(chunk.to_vec()))
+                    .filter(runs::Column::State.eq(state.as_str()))
+                    .exec(&self.db)
+                    .await?
+                    .rows_affected;
+            }
+        }
+        Ok(marked)
     }
 
     /// Fails a run held by a runner (lease expiry, timeout). When it was applying, the

@@ -8,6 +8,8 @@ pub mod audit_delivery;
 pub mod notify_delivery;
 
 use std::collections::{BTreeMap, HashMap};
+
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -141,12 +143,23 @@ impl Scheduler {
             drift_fired_at: Some(self.clock.now()),
             ..TickReport::default()
         };
-        let runs = self.store.list_unfinished_runs().await?;
+        // Only stacks with a run to publish or a runner to give up on are read.
+        let republish = chrono::Duration::seconds(self.cfg.republish_after_secs as i64);
+        let timeout = chrono::Duration::seconds(self.cfg.run_timeout_secs as i64);
+        let stacks = self
+            .store
+            .stacks_needing_dispatch(now, now - republish, now - timeout)
+            .await?;
+        if stacks.is_empty() {
+            return Ok(report);
+        }
+        let runs = self.store.unfinished_runs_of(&stacks).await?;
+        let pools = self.store.worker_pools(&stacks).await?;
+        let mut to_publish: Vec<(terraplane_domain::RunId, RunState, RunPhase, String)> = Vec::new();
         let mut by_stack: BTreeMap<StackId, Vec<Run>> = BTreeMap::new();
         for run in runs {
             by_stack.entry(run.stack_id).or_default().push(run);
         }
-        let mut pools: HashMap<StackId, String> = HashMap::new();
         for (stack_id, mut runs) in by_stack {
             // A tracked run cancels drift checks still waiting on its stack.
             if runs.iter().any(|r| r.run_type == RunType::Tracked) {
@@ -196,79 +209,67 @@ impl Scheduler {
                     }
                 }
             }
+            let Some(pool) = pools.get(&stack_id) else {
+                continue; // deleted meanwhile
+            };
             for (run, phase) in self.ready(&runs, now) {
-                let pool = match pools.get(&stack_id) {
-                    Some(p) => p.clone(),
-                    None => {
-                        let p = self.store.get_stack_any(stack_id).await?.worker_pool;
-                        pools.insert(stack_id, p.clone());
-                        p
-                    }
-                };
-                let state = run.state;
-                match self.queue.publish(&pool, &JobMessage::new(run.id, phase)).await {
-                    Ok(()) => {
-                        self.store.mark_dispatched(run.id, state, now).await?;
-                        report.published.push((run.id, phase));
-                    }
-                    Err(e) => tracing::error!(run_id = %run.id, error = %e, "cannot publish run"),
-                }
+                to_publish.push((run.id, run.state, phase, pool.clone()));
             }
         }
+        // Published a few at a time (a broker publish waits for its confirm), in order.
+        let results: Vec<_> = futures::stream::iter(to_publish)
+            .map(|(id, state, phase, pool)| async move {
+                let r = self.queue.publish(&pool, &JobMessage::new(id, phase)).await;
+                (id, state, phase, r)
+            })
+            .buffered(16)
+            .collect()
+            .await;
+        let mut marked = Vec::new();
+        for (id, state, phase, r) in results {
+            match r {
+                Ok(()) => {
+                    marked.push((id, state));
+                    report.published.push((id, phase));
+                }
+                Err(e) => tracing::error!(run_id = %id, error = %e, "cannot publish run"),
+            }
+        }
+        self.store.mark_dispatched(&marked, now).await?;
         Ok(report)
     }
 
-    /// Queues a drift check for every schedule that came due (and moves each schedule to
-    /// its next firing, whether or not the check could start). Schedules are handled a few
-    /// at a time concurrently, so a burst of due schedules is not one long serial walk.
+    /// Queues a drift check for every schedule that came due, and moves each schedule to
+    /// its next firing whether or not its check could start. Batches of a few thousand
+    /// schedules, each a handful of statements in one transaction.
     async fn fire_drift_schedules(&self, now: DateTime<Utc>) -> Result<Vec<terraplane_domain::RunId>, StoreError> {
-        use futures::StreamExt;
-        let due = self.store.due_drift_schedules(now, 2000).await?;
-        let fired: Vec<Result<Option<terraplane_domain::RunId>, StoreError>> = futures::stream::iter(due)
-            .map(|s| self.fire_one(s, now))
-            .buffer_unordered(8)
-            .collect()
-            .await;
+        const BATCH: u64 = 2000;
+        const MAX_BATCHES: usize = 10;
+        let mut parsed: HashMap<(String, String), Option<terraplane_domain::drift::Schedule>> = HashMap::new();
+        let mut next = |s: &terraplane_store::DriftSchedule| {
+            parsed
+                .entry((s.cron.clone(), s.timezone.clone()))
+                .or_insert_with(|| terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone).ok())
+                .as_ref()
+                .and_then(|p| p.next_after(now))
+                // A schedule stored before its expression stopped parsing: retried daily.
+                .unwrap_or(now + chrono::Duration::days(1))
+        };
         let mut queued = Vec::new();
-        for r in fired {
-            if let Some(id) = r? {
-                queued.push(id);
+        for _ in 0..MAX_BATCHES {
+            let fired = self.store.fire_due_drift_schedules(now, BATCH, &mut next).await?;
+            for (stack_id, why) in &fired.skipped {
+                tracing::debug!(%stack_id, %why, "scheduled drift check skipped");
+            }
+            queued.extend(fired.queued.iter().map(|(_, _, run)| *run));
+            if fired.due < BATCH as usize {
+                break;
             }
         }
+        if !queued.is_empty() {
+            tracing::info!(checks = queued.len(), "scheduled drift checks queued");
+        }
         Ok(queued)
-    }
-
-    async fn fire_one(
-        &self,
-        s: terraplane_store::DriftSchedule,
-        now: DateTime<Utc>,
-    ) -> Result<Option<terraplane_domain::RunId>, StoreError> {
-        let next = terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone)
-            .ok()
-            .and_then(|p| p.next_after(now))
-            .unwrap_or(now + chrono::Duration::days(1));
-        if !self.store.advance_drift_schedule(&s.id, s.next_run_at, next).await? {
-            return Ok(None); // another scheduler fired this slot
-        }
-        if let Some(why) = self.store.drift_check_blocker(s.stack_id).await? {
-            tracing::info!(stack_id = %s.stack_id, %why, "scheduled drift check skipped");
-            return Ok(None);
-        }
-        let run = self
-            .store
-            .scope(s.org_id)
-            .create_run(
-                terraplane_store::NewRun::drift_check(
-                    s.stack_id,
-                    format!("drift schedule {}", s.cron),
-                    "drift_schedule",
-                ),
-                "scheduler",
-                now,
-            )
-            .await?;
-        tracing::debug!(run_id = %run.id, stack_id = %s.stack_id, "drift check queued");
-        Ok(Some(run.id))
     }
 
     fn expiry_reason(&self, run: &Run, now: DateTime<Utc>) -> Option<String> {

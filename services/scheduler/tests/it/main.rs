@@ -5,5 +5,6 @@
 
 mod audit_delivery;
 mod dispatch;
+mod drift_firing;
 mod expiry;
 mod harness;
