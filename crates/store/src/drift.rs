@@ -443,13 +443,13 @@ impl crate::Store {
             fired.queued.push((org, stack, id));
         }
         while !runs.is_empty() {
-            let rest = runs.split_off(runs.len().min(crate::IN_CHUNK));
+            let rest = runs.split_off(runs.len().min(crate::RUN_INSERT_CHUNK));
             runs::Entity::insert_many(std::mem::replace(&mut runs, rest))
                 .exec_without_returning(&tx)
                 .await?;
         }
         while !events.is_empty() {
-            let rest = events.split_off(events.len().min(crate::IN_CHUNK));
+            let rest = events.split_off(events.len().min(crate::EVENT_INSERT_CHUNK));
             run_events::Entity::insert_many(std::mem::replace(&mut events, rest))
                 .exec_without_returning(&tx)
                 .await?;

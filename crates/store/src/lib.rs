@@ -26,9 +26,14 @@ use sea_orm::{
 use terraplane_domain::{ApiKeyId, OrgId, UserId};
 use terraplane_migration::MigratorTrait;
 
-/// Ids per statement in `IN (...)` lists and rows per multi-row insert: well under SQLite's
-/// and PostgreSQL's limits on bound parameters (a run row binds 24).
-pub(crate) const IN_CHUNK: usize = 500;
+/// Ids per statement in `IN (...)` lists. Batched statements stay under 16 KiB: sqlx 0.9.0
+/// leaves Nagle's algorithm on (sqlx issue #4335), and a PostgreSQL message larger than the
+/// socket's initial send buffer (16 KiB on Linux) then waits ~40 ms for a delayed ACK.
+pub(crate) const IN_CHUNK: usize = 250;
+/// Rows per multi-row insert of runs (13 columns bound) and of run events (6), under the same
+/// 16 KiB.
+pub(crate) const RUN_INSERT_CHUNK: usize = 40;
+pub(crate) const EVENT_INSERT_CHUNK: usize = 100;
 
 pub use access::{NewSpace, ROOT_SPACE};
 pub use audit::{AuditEvent, AuditFilter, ChainCheck, DeliveryCursor, NewAuditEvent};

@@ -145,20 +145,12 @@ pub(crate) fn queued_run_model(org: &str, id: RunId, r: NewRun, now: DateTime<Ut
         triggered_by: Set(r.triggered_by),
         trigger_kind: Set(r.trigger_kind),
         drift_detection: Set(r.drift_detection),
-        plan_add: Set(None),
-        plan_change: Set(None),
-        plan_destroy: Set(None),
-        has_changes: Set(None),
-        error: Set(None),
-        outputs: Set(None),
         fencing_token: Set(0),
-        runner_id: Set(None),
-        lease_expires_at: Set(None),
-        dispatched_at: Set(None),
-        held_since: Set(None),
         cancel_requested: Set(false),
         created_at: Set(now),
         updated_at: Set(now),
+        // The rest start NULL; left out of the statement.
+        ..Default::default()
     }
 }
 

@@ -71,7 +71,10 @@ async fn due_schedules_fire_once_per_stack_where_a_check_may_start(env: &mut Env
     assert_eq!(check.triggered_by, format!("drift schedule {CRON}"));
     // Its first event is on record like any run's.
     let events = env.store.scope(env.org).list_run_events(check.id).await.unwrap();
-    assert_eq!(events.iter().map(|e| e.state).collect::<Vec<_>>(), vec![RunState::Queued]);
+    assert_eq!(
+        events.iter().map(|e| e.state).collect::<Vec<_>>(),
+        vec![RunState::Queued]
+    );
     // Published in the same tick, together with the waiting manual check.
     assert!(report.published.contains(&(check.id, RunPhase::Plan)), "{report:?}");
     assert!(report.published.contains(&(waiting.id, RunPhase::Plan)), "{report:?}");
