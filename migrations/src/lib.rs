@@ -14,6 +14,7 @@ mod m20261130_000008_create_contexts_and_identity;
 mod m20261130_000009_create_drift;
 mod m20261130_000010_create_notifications;
 mod m20261130_000011_index_runs_by_stack;
+mod m20261130_000012_create_policies;
 
 pub struct Migrator;
 
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000009_create_drift::Migration),
             Box::new(m20261130_000010_create_notifications::Migration),
             Box::new(m20261130_000011_index_runs_by_stack::Migration),
+            Box::new(m20261130_000012_create_policies::Migration),
         ]
     }
 }

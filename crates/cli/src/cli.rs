@@ -2,7 +2,9 @@
 //! Endpoint, token and organization env variables are resolved in `config`, not by clap,
 //! so tests can inject them.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 use crate::time::{TIME_HELP, TimeArg};
 
@@ -93,6 +95,10 @@ pub enum Command {
     /// Send run, drift and policy events to webhooks, Slack, PagerDuty or Microsoft Teams
     #[command(subcommand)]
     Notification(NotificationCommand),
+    /// Write, test and attach Rego policies that decide on plans, approvals, triggers,
+    /// pushes, notifications and logins
+    #[command(subcommand)]
+    Policy(PolicyCommand),
 }
 
 #[derive(Debug, Args)]
@@ -515,6 +521,150 @@ pub enum NotificationEventArg {
     /// A policy denied a run
     #[value(alias = "policy_denied")]
     PolicyDenied,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Create a policy from a Rego file (`package spacelift`, v0 or v1 syntax)
+    Create(PolicyCreateArgs),
+    /// Change a policy; a new body or new labels make a new version
+    Update(PolicyUpdateArgs),
+    /// List the policies you can see
+    List,
+    /// Show a policy with its versions, the stacks it is attached to and its latest
+    /// evaluations (`-o json` includes the Rego source)
+    Show {
+        #[arg(value_name = "POLICY")]
+        policy: String,
+    },
+    /// Delete a policy
+    Delete {
+        #[arg(value_name = "POLICY")]
+        policy: String,
+    },
+    /// Attach a policy to a stack (admin on the stack); `autoattach:L` labels attach it to
+    /// every stack labelled L without this
+    Attach {
+        #[arg(value_name = "POLICY")]
+        policy: String,
+        #[arg(value_name = "STACK")]
+        stack: String,
+    },
+    /// Detach a policy from a stack
+    Detach {
+        #[arg(value_name = "POLICY")]
+        policy: String,
+        #[arg(value_name = "STACK")]
+        stack: String,
+    },
+    /// Evaluate a Rego file on an input document here, with the server's engine (no server
+    /// needed)
+    ///
+    /// Prints each rule's value, the messages (`deny: …`, `warn: …`) and the verdict, under the
+    /// server's default limits (2 seconds, 256 MiB). Exits 0 whatever the verdict; 1 when the
+    /// file does not compile (with its line and column), the input is not JSON, or the
+    /// evaluation fails or exceeds its limits
+    Test(PolicyTestArgs),
+    /// Judge a run's recorded input with the policy as it is now (nothing is stored)
+    ///
+    /// Uses the input the run gave policies of this policy's type: how a change to the policy
+    /// would have decided that run
+    Simulate {
+        #[arg(value_name = "POLICY")]
+        policy: String,
+        /// The run whose recorded input to use
+        #[arg(long, value_name = "RUN")]
+        run: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyCreateArgs {
+    /// Display name
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// What the policy decides
+    #[arg(long = "type", value_name = "TYPE", value_enum, ignore_case = true)]
+    pub policy_type: PolicyTypeArg,
+    /// The Rego source; `-` reads it from stdin
+    #[arg(long, value_name = "FILE")]
+    pub file: PathBuf,
+    /// Label (repeatable); `autoattach:L` attaches the policy to every stack labelled L
+    /// (`autoattach:*` to every stack)
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+    /// Policy id (default: derived from the name)
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Space the policy lives in; stacks of that space and of the spaces inheriting from it
+    /// can use it (default: the root space)
+    #[arg(long, value_name = "SPACE")]
+    pub space: Option<String>,
+    #[arg(long)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("change")
+        .required(true)
+        .multiple(true)
+        .args(["file", "labels", "clear_labels", "name", "description"])
+))]
+pub struct PolicyUpdateArgs {
+    #[arg(value_name = "POLICY")]
+    pub policy: String,
+    /// New Rego source; `-` reads it from stdin
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Label (repeatable); the labels given replace all of the policy's labels
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+    /// Remove all of the policy's labels
+    #[arg(long, conflicts_with = "labels")]
+    pub clear_labels: bool,
+    /// New display name
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyTestArgs {
+    /// The Rego file to evaluate
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The input document, as JSON (what the policy reads as `input`); `-` reads it from
+    /// stdin
+    #[arg(long, value_name = "INPUT.json")]
+    pub input: PathBuf,
+    /// Which rules to read and how to decide
+    #[arg(
+        long = "type",
+        value_name = "TYPE",
+        value_enum,
+        ignore_case = true,
+        default_value_t = PolicyTypeArg::Plan
+    )]
+    pub policy_type: PolicyTypeArg,
+}
+
+/// What a policy decides; `PLAN` works as well as `plan`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PolicyTypeArg {
+    /// After a plan: `deny` fails the run, `warn` asks for a human
+    Plan,
+    /// Whether a run may proceed: `approve` / `reject`
+    Approval,
+    /// The stacks to run after a tracked run finishes: `trigger`
+    Trigger,
+    /// How a push is handled: `track`, `propose`, `ignore`, …
+    Push,
+    /// Where notifications go: `inbox`, `slack`, `webhook`
+    Notification,
+    /// Who may log in and with what access: `allow`, `admin`, `deny`, `roles`
+    Login,
 }
 
 #[derive(Debug, Args)]
@@ -2309,6 +2459,154 @@ mod tests {
         assert_eq!(
             usage_error(&["notification", "deliveries", "ops-pager", "chat"]),
             Some(ErrorKind::UnknownArgument)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn policy_create_and_update() -> TestResult {
+        let Command::Policy(PolicyCommand::Create(a)) = parse(&[
+            "policy",
+            "create",
+            "Deny big",
+            "--type",
+            "PLAN",
+            "--file",
+            "deny.rego",
+            "--label",
+            "autoattach:prod",
+            "--label",
+            "cost",
+            "--id",
+            "deny-big",
+            "--space",
+            "prod",
+            "--description",
+            "d",
+        ])?
+        .command
+        else {
+            panic!("not policy create")
+        };
+        assert_eq!((a.name.as_str(), a.policy_type), ("Deny big", PolicyTypeArg::Plan));
+        assert_eq!(a.file, PathBuf::from("deny.rego"));
+        assert_eq!(a.labels, ["autoattach:prod", "cost"]);
+        assert_eq!(
+            (a.id.as_deref(), a.space.as_deref(), a.description.as_deref()),
+            (Some("deny-big"), Some("prod"), Some("d"))
+        );
+        let Command::Policy(PolicyCommand::Create(a)) =
+            parse(&["policy", "create", "n", "--type", "login", "--file", "-"])?.command
+        else {
+            panic!("not policy create")
+        };
+        assert_eq!((a.policy_type, a.file), (PolicyTypeArg::Login, PathBuf::from("-")));
+        assert!(a.labels.is_empty() && a.id.is_none() && a.space.is_none());
+        assert_eq!(
+            usage_error(&["policy", "create", "n", "--file", "p.rego"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["policy", "create", "n", "--type", "plan"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["policy", "create", "n", "--type", "access", "--file", "p.rego"]),
+            Some(ErrorKind::InvalidValue)
+        );
+
+        let Command::Policy(PolicyCommand::Update(a)) = parse(&[
+            "policy", "update", "deny-big", "--file", "v2.rego", "--label", "a", "--name", "N",
+        ])?
+        .command
+        else {
+            panic!("not policy update")
+        };
+        assert_eq!(a.policy, "deny-big");
+        assert_eq!(a.file, Some(PathBuf::from("v2.rego")));
+        assert_eq!(
+            (a.labels, a.clear_labels, a.name.as_deref()),
+            (vec!["a".to_owned()], false, Some("N"))
+        );
+        let Command::Policy(PolicyCommand::Update(a)) =
+            parse(&["policy", "update", "deny-big", "--clear-labels"])?.command
+        else {
+            panic!("not policy update")
+        };
+        assert!(a.clear_labels && a.file.is_none());
+        // Something must change; clearing and setting labels exclude each other.
+        assert_eq!(
+            usage_error(&["policy", "update", "deny-big"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["policy", "update", "deny-big", "--clear-labels", "--label", "a"]),
+            Some(ErrorKind::ArgumentConflict)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn policy_test_simulate_and_the_rest() -> TestResult {
+        let Command::Policy(PolicyCommand::Test(a)) =
+            parse(&["policy", "test", "p.rego", "--input", "in.json"])?.command
+        else {
+            panic!("not policy test")
+        };
+        assert_eq!(
+            (a.file, a.input, a.policy_type),
+            (PathBuf::from("p.rego"), PathBuf::from("in.json"), PolicyTypeArg::Plan)
+        );
+        let c = parse(&[
+            "policy", "test", "p.rego", "--input", "in.json", "--type", "Approval", "-o", "json",
+        ])?;
+        assert_eq!(c.output, OutputFormat::Json);
+        assert!(matches!(
+            c.command,
+            Command::Policy(PolicyCommand::Test(PolicyTestArgs {
+                policy_type: PolicyTypeArg::Approval,
+                ..
+            }))
+        ));
+        assert_eq!(
+            usage_error(&["policy", "test", "p.rego"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert!(matches!(
+            parse(&["policy", "simulate", "deny-big", "--run", "run-1"])?.command,
+            Command::Policy(PolicyCommand::Simulate { policy, run }) if policy == "deny-big" && run == "run-1"
+        ));
+        assert_eq!(
+            usage_error(&["policy", "simulate", "deny-big"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert!(matches!(
+            parse(&["policy", "list"])?.command,
+            Command::Policy(PolicyCommand::List)
+        ));
+        assert!(matches!(
+            parse(&["policy", "show", "deny-big"])?.command,
+            Command::Policy(PolicyCommand::Show { policy }) if policy == "deny-big"
+        ));
+        assert!(matches!(
+            parse(&["policy", "delete", "deny-big"])?.command,
+            Command::Policy(PolicyCommand::Delete { policy }) if policy == "deny-big"
+        ));
+        assert!(matches!(
+            parse(&["policy", "attach", "deny-big", "net"])?.command,
+            Command::Policy(PolicyCommand::Attach { policy, stack }) if policy == "deny-big" && stack == "net"
+        ));
+        assert!(matches!(
+            parse(&["policy", "detach", "deny-big", "net"])?.command,
+            Command::Policy(PolicyCommand::Detach { policy, stack }) if policy == "deny-big" && stack == "net"
+        ));
+        assert_eq!(
+            usage_error(&["policy", "attach", "deny-big"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["policy"]),
+            Some(ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
         );
         Ok(())
     }

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use terraplane_client::{
     ApiKey, ApiKeyCreated, AuditEvent, AuditVerification, AwsIntegration, Context, ContextAttachment, DriftRecord,
     DriftSchedule, DriftedResource, EffectiveVariable, Member, NotificationDelivery, NotificationEndpoint,
-    NotificationEvent, Organization, RoleBinding, Run, RunEvent, Space, Stack, StackDrift, StateLockInfo, StateVersion,
-    Team, Variable, VariableKind, Viewer,
+    NotificationEvent, Organization, Policy, PolicyEvaluation, PolicySimulation, PolicyVersion, RoleBinding, Run,
+    RunEvent, Space, Stack, StackDrift, StateLockInfo, StateVersion, Team, Variable, VariableKind, Viewer,
 };
 
 /// Columns separated by three spaces, each as wide as its widest cell; the last column is
@@ -512,20 +512,26 @@ fn value_cell(secret: bool, value: Option<&str>) -> String {
     if v.is_empty() {
         return "\"\"".to_owned();
     }
-    let mut escaped = String::new();
-    for c in v.chars() {
-        if c.is_control() {
-            escaped.extend(c.escape_default());
-        } else {
-            escaped.push(c);
-        }
-    }
+    let escaped = escape_controls(v);
     if escaped.chars().count() > VALUE_WIDTH {
         let cut: String = escaped.chars().take(VALUE_WIDTH - 1).collect();
         format!("{cut}…")
     } else {
         escaped
     }
+}
+
+/// `s` on one line: control characters (line breaks, tabs, …) as Rust escapes.
+fn escape_controls(s: &str) -> String {
+    let mut escaped = String::new();
+    for c in s.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    escaped
 }
 
 /// A context's or stack's own variables.
@@ -804,6 +810,164 @@ pub fn notification_deliveries_table(deliveries: &[NotificationDelivery]) -> Str
         ]);
     }
     t.render()
+}
+
+pub fn policies_table(policies: &[Policy]) -> String {
+    let mut t = Table::new(["ID", "NAME", "TYPE", "SPACE", "VERSION", "LABELS"]);
+    for p in policies {
+        t.row([
+            p.id.clone(),
+            p.name.clone(),
+            p.policy_type.to_string(),
+            p.space.clone(),
+            p.version.to_string(),
+            or_dash(Some(&p.labels.join(","))),
+        ]);
+    }
+    t.render()
+}
+
+/// A policy's fields, then (when they were read) its versions and latest evaluations. The
+/// Rego source is left to `-o json`.
+pub fn policy(p: &Policy) -> String {
+    let mut pairs = vec![
+        ("ID", p.id.clone()),
+        ("Name", p.name.clone()),
+        ("Type", p.policy_type.to_string()),
+        ("Description", or_dash(Some(&p.description))),
+        ("Space", p.space.clone()),
+        ("Labels", or_dash(Some(&p.labels.join(", ")))),
+        ("Version", p.version.to_string()),
+    ];
+    if let Some(stacks) = &p.attached_stacks {
+        pairs.push(("Attached to", or_dash(Some(&stacks.join(", ")))));
+    }
+    if let Some(samples) = &p.samples {
+        pairs.push(("Samples", samples.len().to_string()));
+    }
+    pairs.push(("Created", time(&p.created_at)));
+    pairs.push(("Updated", time(&p.updated_at)));
+    let mut out = details(&pairs);
+    if let Some(versions) = &p.versions {
+        out.push_str("\nVersions:\n");
+        out.push_str(&policy_versions_table(versions));
+    }
+    if let Some(evaluations) = &p.evaluations {
+        if evaluations.is_empty() {
+            out.push_str("\nNo evaluations yet.\n");
+        } else {
+            out.push_str("\nLatest evaluations:\n");
+            out.push_str(&policy_evaluations_table(evaluations));
+        }
+    }
+    out
+}
+
+fn policy_versions_table(versions: &[PolicyVersion]) -> String {
+    let mut t = Table::new(["VERSION", "LABELS", "CREATED BY", "CREATED"]);
+    for v in versions {
+        t.row([
+            v.version.to_string(),
+            or_dash(Some(&v.labels.join(","))),
+            v.created_by.clone(),
+            time(&v.created_at),
+        ]);
+    }
+    t.render()
+}
+
+/// A policy's evaluations: what each judged, with which version, and the verdict.
+fn policy_evaluations_table(evaluations: &[PolicyEvaluation]) -> String {
+    let mut t = Table::new(["CREATED", "SUBJECT", "VERSION", "OUTCOME", "MESSAGES"]);
+    for e in evaluations {
+        t.row([
+            time(&e.created_at),
+            e.subject.clone(),
+            e.policy_version.to_string(),
+            e.outcome.clone(),
+            messages_cell(&e.messages),
+        ]);
+    }
+    t.render()
+}
+
+/// The "Policy evaluations" section of `run show`.
+pub fn run_policy_evaluations(evaluations: &[PolicyEvaluation]) -> String {
+    if evaluations.is_empty() {
+        return "Policy evaluations: none\n".to_owned();
+    }
+    let mut t = Table::new(["POLICY", "VERSION", "TYPE", "OUTCOME", "MESSAGES"]);
+    for e in evaluations {
+        t.row([
+            e.policy.clone(),
+            e.policy_version.to_string(),
+            e.policy_type.to_string(),
+            e.outcome.clone(),
+            messages_cell(&e.messages),
+        ]);
+    }
+    format!("Policy evaluations:\n{}", t.render())
+}
+
+/// Messages on one line, in full (they say why a run was denied); control characters escaped.
+fn messages_cell(messages: &[String]) -> String {
+    let joined = messages.join("; ");
+    if joined.is_empty() {
+        return "-".to_owned();
+    }
+    escape_controls(&joined)
+}
+
+/// What a policy decided: each rule's value as JSON (or `none` when no rule has one), a line
+/// per message labelled with its rule (`deny: …`), and `Verdict: <OUTCOME>`.
+pub fn policy_verdict(
+    rules: &serde_json::Map<String, serde_json::Value>,
+    none: &str,
+    messages: &[(&str, &str)],
+    outcome: &str,
+) -> String {
+    let mut out = if rules.is_empty() {
+        none.to_owned()
+    } else {
+        let mut t = Table::new(["RULE", "VALUE"]);
+        for (rule, value) in rules {
+            t.row([rule.clone(), value.to_string()]);
+        }
+        t.render()
+    };
+    if !messages.is_empty() {
+        out.push('\n');
+        for (rule, message) in messages {
+            out.push_str(&format!("{rule}: {message}\n"));
+        }
+    }
+    out.push_str(&format!("\nVerdict: {}\n", outcome.to_uppercase()));
+    out
+}
+
+/// A simulation: as [`policy_verdict`], each message labelled with the rule whose value holds
+/// it (`message` when none does, e.g. a boolean `deny`).
+pub fn policy_simulation(s: &PolicySimulation) -> String {
+    let empty = serde_json::Map::new();
+    let rules = s.result.as_object().unwrap_or(&empty);
+    let holds = |rule: &str, m: &str| {
+        rules
+            .get(rule)
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v.as_str() == Some(m)))
+    };
+    let messages: Vec<(&str, &str)> = s
+        .messages
+        .iter()
+        .map(|m| {
+            let rule = ["deny", "warn", "trigger"]
+                .into_iter()
+                .find(|r| holds(r, m))
+                .unwrap_or("message");
+            (rule, m.as_str())
+        })
+        .collect();
+    policy_verdict(rules, "No rule has a value.\n", &messages, &s.outcome)
 }
 
 #[cfg(test)]
@@ -1494,5 +1658,40 @@ aws-prod   Prod   root    arn:aws:iam::1:role/tp   -               sts.amazonaws
         let out = aws_integration(&i);
         assert!(out.contains("Read role ARN: -\n"), "{out}");
         assert!(out.ends_with("Stacks:        net, app\n"), "{out}");
+    }
+
+    #[test]
+    fn policy_verdict_lists_rules_messages_and_the_outcome() {
+        let rules: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"deny": ["too big"], "sample": true}"#).unwrap_or_default();
+        assert_eq!(
+            policy_verdict(&rules, "none\n", &[("deny", "too big")], "deny"),
+            "RULE     VALUE\ndeny     [\"too big\"]\nsample   true\n\ndeny: too big\n\nVerdict: DENY\n"
+        );
+        assert_eq!(
+            policy_verdict(&serde_json::Map::new(), "No rule has a value.\n", &[], "undecided"),
+            "No rule has a value.\n\nVerdict: UNDECIDED\n"
+        );
+    }
+
+    #[test]
+    fn simulation_messages_are_labelled_with_their_rule() {
+        let s = PolicySimulation {
+            outcome: "deny".into(),
+            messages: vec!["d".into(), "w".into(), "deny in policy p".into()],
+            result: serde_json::json!({"deny": ["d"], "warn": ["w"]}),
+        };
+        assert!(
+            policy_simulation(&s).ends_with("\ndeny: d\nwarn: w\nmessage: deny in policy p\n\nVerdict: DENY\n"),
+            "{}",
+            policy_simulation(&s)
+        );
+    }
+
+    #[test]
+    fn evaluation_messages_stay_on_one_line_in_full() {
+        assert_eq!(messages_cell(&[]), "-");
+        let long = "x".repeat(100);
+        assert_eq!(messages_cell(&["a\nb".into(), long.clone()]), format!("a\\nb; {long}"));
     }
 }

@@ -22,6 +22,9 @@ pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 /// The most log chunks the server returns for one `logs` field.
 pub const LOGS_PAGE_LIMIT: usize = 1000;
 
+/// How many of its latest evaluations [`Client::policy`] reads with a policy.
+pub const POLICY_EVALUATIONS_LIMIT: usize = 20;
+
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -135,6 +138,22 @@ macro_rules! notification_delivery_fields {
     () => {
         "id endpoint event stack runId status attempts lastStatusCode lastError nextAttemptAt \
          createdAt deliveredAt"
+    };
+}
+
+macro_rules! policy_fields {
+    () => {
+        "id name type description labels body version space createdAt updatedAt"
+    };
+}
+macro_rules! policy_evaluation_fields {
+    () => {
+        "id policy policyVersion type runId subject inputHash outcome messages result createdAt"
+    };
+}
+macro_rules! policy_attachment_fields {
+    () => {
+        "policy stack"
     };
 }
 
@@ -1104,6 +1123,110 @@ impl Client {
         self.field(Q, vars, "notificationDeliveries").await
     }
 
+    /// The policies the caller can see, without their versions, attachments, evaluations
+    /// and samples (see [`Client::policy`]).
+    pub async fn policies(&self) -> Result<Vec<Policy>> {
+        const Q: &str = concat!("query { policies { ", policy_fields!(), " } }");
+        self.field(Q, json!({}), "policies").await
+    }
+
+    /// The policy with this id, with its versions, the stacks it is attached to, its latest
+    /// evaluations ([`POLICY_EVALUATIONS_LIMIT`]) and its samples; an unknown one is
+    /// `not_found`.
+    pub async fn policy(&self, id: &str) -> Result<Policy> {
+        const Q: &str = concat!(
+            "query($id: ID!, $limit: Int!) { policy(id: $id) { ",
+            policy_fields!(),
+            " versions { version body labels createdBy createdAt } attachedStacks ",
+            "evaluations(limit: $limit) { ",
+            policy_evaluation_fields!(),
+            " } samples { inputHash createdAt } } }"
+        );
+        self.field(Q, json!({ "id": id, "limit": POLICY_EVALUATIONS_LIMIT }), "policy")
+            .await
+    }
+
+    /// Creates a policy (admin on its space). Rego that does not compile is refused with
+    /// `bad_request` and its position (`policy does not compile: line L, column C: …`).
+    pub async fn policy_create(&self, input: &PolicyCreateInput) -> Result<Policy> {
+        const Q: &str = concat!(
+            "mutation($input: PolicyCreateInput!) { policyCreate(input: $input) { ",
+            policy_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "input": input }), "policyCreate").await
+    }
+
+    /// Changes a policy (admin); a new body or new labels make a new version. Rego that does
+    /// not compile is refused as by [`Client::policy_create`].
+    pub async fn policy_update(&self, id: &str, input: &PolicyUpdateInput) -> Result<Policy> {
+        const Q: &str = concat!(
+            "mutation($id: ID!, $input: PolicyUpdateInput!) { policyUpdate(id: $id, input: $input) { ",
+            policy_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id, "input": input }), "policyUpdate").await
+    }
+
+    /// Deletes the policy and returns it as it was.
+    pub async fn policy_delete(&self, id: &str) -> Result<Policy> {
+        const Q: &str = concat!(
+            "mutation($id: ID!) { policyDelete(id: $id) { ",
+            policy_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id }), "policyDelete").await
+    }
+
+    /// Attaches a policy to a stack (admin on the stack). The policy must live in the stack's
+    /// space or an ancestor it inherits from; login policies are never attached.
+    pub async fn policy_attach(&self, id: &str, stack_id: &str) -> Result<PolicyAttachment> {
+        const Q: &str = concat!(
+            "mutation($id: ID!, $stackId: ID!) { policyAttach(id: $id, stackId: $stackId) { ",
+            policy_attachment_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id, "stackId": stack_id }), "policyAttach")
+            .await
+    }
+
+    /// Detaches a policy from a stack (admin on the stack).
+    pub async fn policy_detach(&self, id: &str, stack_id: &str) -> Result<PolicyAttachment> {
+        const Q: &str = concat!(
+            "mutation($id: ID!, $stackId: ID!) { policyDetach(id: $id, stackId: $stackId) { ",
+            policy_attachment_fields!(),
+            " } }"
+        );
+        self.field(Q, json!({ "id": id, "stackId": stack_id }), "policyDetach")
+            .await
+    }
+
+    /// Replays the input the run gave policies of this policy's type through the policy's
+    /// current version; nothing is stored. A run without such an input is `bad_request`.
+    pub async fn policy_simulate(&self, id: &str, run_id: &str) -> Result<PolicySimulation> {
+        const Q: &str = "query($id: ID!, $runId: ID!) { policySimulate(id: $id, runId: $runId) { \
+                         outcome messages result } }";
+        self.field(Q, json!({ "id": id, "runId": run_id }), "policySimulate")
+            .await
+    }
+
+    /// The policy evaluations made for a run, oldest first; an unknown run is `not_found`.
+    pub async fn run_policy_evaluations(&self, run_id: &str) -> Result<Vec<PolicyEvaluation>> {
+        const Q: &str = concat!(
+            "query($id: ID!) { run(id: $id) { policyEvaluations { ",
+            policy_evaluation_fields!(),
+            " } } }"
+        );
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Evaluations {
+            policy_evaluations: Vec<PolicyEvaluation>,
+        }
+        let run: Option<Evaluations> = self.field(Q, json!({ "id": run_id }), "run").await?;
+        run.map(|r| r.policy_evaluations)
+            .ok_or_else(|| ClientError::api("not_found", format!("run {run_id} not found")))
+    }
+
     /// The raw Terraform state of a stack (the current version, or the one with `serial`);
     /// `None` when the stack has no state yet.
     pub async fn state_pull(&self, org: &str, stack: &str, serial: Option<i64>) -> Result<Option<Vec<u8>>> {
@@ -1508,6 +1631,48 @@ mod tests {
             serde_json::to_value(&a)?,
             json!({"name": "prod", "roleArn": "arn:aws:iam::123456789012:role/tp", "durationSeconds": 900})
         );
+        Ok(())
+    }
+    #[test]
+    fn policy_inputs_omit_unset_fields_and_types_keep_unknown_names() -> Result<(), serde_json::Error> {
+        let c = PolicyCreateInput {
+            name: "Deny big".into(),
+            body: "package spacelift".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&c)?,
+            json!({"name": "Deny big", "type": "PLAN", "body": "package spacelift"})
+        );
+        let u = PolicyUpdateInput {
+            labels: Some(vec![]),
+            ..Default::default()
+        };
+        assert!(!u.is_empty() && PolicyUpdateInput::default().is_empty());
+        // An empty set clears the labels: it is sent, not left out.
+        assert_eq!(serde_json::to_value(&u)?, json!({"labels": []}));
+        assert_eq!(serde_json::from_value::<PolicyType>(json!("LOGIN"))?, PolicyType::Login);
+        assert_eq!(
+            serde_json::from_value::<PolicyType>(json!("ACCESS"))?,
+            PolicyType::Other("ACCESS".into())
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn policy_details_are_left_out_of_json_when_not_read() -> Result<(), serde_json::Error> {
+        let p: Policy = serde_json::from_value(json!({
+            "id": "deny-big", "name": "Deny big", "type": "PLAN", "description": "", "labels": [],
+            "body": "package spacelift", "version": 1, "space": "root",
+            "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z"
+        }))?;
+        assert_eq!(p.versions, None);
+        let back = serde_json::to_value(&p)?;
+        assert!(
+            back.get("versions").is_none() && back.get("evaluations").is_none(),
+            "{back}"
+        );
+        assert_eq!(back["type"], "PLAN");
         Ok(())
     }
 }

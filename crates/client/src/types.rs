@@ -1085,3 +1085,169 @@ pub struct NotificationDelivery {
     pub created_at: DateTime<Utc>,
     pub delivered_at: Option<DateTime<Utc>>,
 }
+
+wire_enum! {
+    /// The decision a policy takes part in; each type reads its own rules.
+    #[derive(Default)]
+    PolicyType {
+        /// After `terraform plan`: `deny` fails the run, `warn` asks for a human.
+        #[default]
+        Plan => "PLAN",
+        /// Whether a run may proceed: `approve` / `reject`.
+        Approval => "APPROVAL",
+        /// The stacks to run after a tracked run finishes: `trigger`.
+        Trigger => "TRIGGER",
+        /// How a push is interpreted: `track`, `propose`, `ignore`, …
+        Push => "PUSH",
+        /// Where notifications go: `inbox`, `slack`, `webhook`.
+        Notification => "NOTIFICATION",
+        /// Who may log in and with what access: `allow`, `admin`, `deny`, …
+        Login => "LOGIN",
+    }
+}
+
+/// A Rego policy (`package spacelift`). Every change of its body or labels is a new version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Policy {
+    /// The slug; policies are addressed by it.
+    pub id: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub policy_type: PolicyType,
+    pub description: String,
+    /// `autoattach:<label>` attaches the policy to every stack with that label.
+    pub labels: Vec<String>,
+    /// The Rego source of the current version.
+    pub body: String,
+    pub version: i32,
+    /// The space's slug.
+    pub space: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Every version, oldest first. Only filled by [`crate::Client::policy`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Vec<PolicyVersion>>,
+    /// Slugs of the stacks it is attached to by hand (not those it auto-attaches to). Only
+    /// filled by [`crate::Client::policy`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached_stacks: Option<Vec<String>>,
+    /// The latest evaluations, newest first (at most [`crate::POLICY_EVALUATIONS_LIMIT`]). Only
+    /// filled by [`crate::Client::policy`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluations: Option<Vec<PolicyEvaluation>>,
+    /// Inputs the policy kept with its `sample` rule, newest first. Only filled by
+    /// [`crate::Client::policy`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<Vec<PolicySample>>,
+}
+
+/// One version of a policy, as it was saved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyVersion {
+    pub version: i32,
+    pub body: String,
+    pub labels: Vec<String>,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An input a policy kept with its `sample` rule, by its hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySample {
+    pub input_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One stored verdict of one policy version on one input.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyEvaluation {
+    pub id: String,
+    /// The policy's id (slug), or its internal id when it was deleted since.
+    pub policy: String,
+    pub policy_version: i32,
+    #[serde(rename = "type")]
+    pub policy_type: PolicyType,
+    pub run_id: Option<String>,
+    /// What was judged: `run:<id>`, a login, …
+    pub subject: String,
+    /// sha256 of the input (canonical JSON).
+    pub input_hash: String,
+    /// PLAN: `allow`, `warn` or `deny`; APPROVAL: `approve`, `reject` or `undecided`;
+    /// TRIGGER: `trigger` or `none`; LOGIN: `allow`, `admin`, `deny` or `undecided`; PUSH and
+    /// NOTIFICATION: `decided` or `none`; any type: `error`.
+    pub outcome: String,
+    /// PLAN: the deny then the warn messages; TRIGGER: the stacks; `error`: what failed.
+    pub messages: Vec<String>,
+    /// Each defined rule's value (`{"error": …}` when the evaluation failed).
+    pub result: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// How a policy, as it is now, judges the input a run gave policies of its type
+/// (`policySimulate`); nothing is stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySimulation {
+    /// As in [`PolicyEvaluation::outcome`].
+    pub outcome: String,
+    pub messages: Vec<String>,
+    /// Each defined rule's value.
+    pub result: serde_json::Value,
+}
+
+/// A policy attached to (or detached from) a stack.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyAttachment {
+    /// The policy's id.
+    pub policy: String,
+    /// The stack's slug.
+    pub stack: String,
+}
+
+/// `policyCreate` input; `None` fields take the server's defaults (id from the name, no
+/// labels, the root space).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyCreateInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub policy_type: PolicyType,
+    /// Rego (v0 or v1 syntax), `package spacelift`.
+    pub body: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The space's slug.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub space: Option<String>,
+}
+
+/// `policyUpdate` input; only the `Some` fields change. A new body or new labels make a new
+/// version; `labels` replaces the whole set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyUpdateInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+impl PolicyUpdateInput {
+    /// Nothing would change.
+    pub fn is_empty(&self) -> bool {
+        self == &PolicyUpdateInput::default()
+    }
+}

@@ -47,6 +47,25 @@ pub struct Config {
     pub secrets: SecretsConfig,
     pub identity: IdentityConfig,
     pub notifications: NotificationsConfig,
+    pub policy: PolicyConfig,
+}
+
+/// Bounds on one Rego policy evaluation: past either, the evaluation fails with "policy
+/// evaluation exceeded its limit" (and so does the run it was for).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    pub eval_timeout_ms: u64,
+    pub max_memory_mb: u64,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            eval_timeout_ms: 2000,
+            max_memory_mb: 256,
+        }
+    }
 }
 
 /// Delivery of notifications (webhook, Slack, PagerDuty, Teams) from the outbox.

@@ -133,6 +133,7 @@ pub mod runs {
         pub lease_expires_at: Option<DateTimeUtc>,
         pub dispatched_at: Option<DateTimeUtc>,
         pub held_since: Option<DateTimeUtc>,
+        pub review_stage: Option<String>,
         pub cancel_requested: bool,
         pub created_at: DateTimeUtc,
         pub updated_at: DateTimeUtc,
@@ -583,6 +584,116 @@ pub mod notification_deliveries {
         pub next_attempt_at: Option<DateTimeUtc>,
         pub created_at: DateTimeUtc,
         pub delivered_at: Option<DateTimeUtc>,
+    }
+    no_relations!();
+}
+
+pub mod policies {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "policies")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub space_id: String,
+        pub slug: String,
+        pub name: String,
+        pub policy_type: String,
+        pub description: String,
+        pub labels: String,
+        pub body: String,
+        pub version: i32,
+        pub created_at: DateTimeUtc,
+        pub updated_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod policy_versions {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "policy_versions")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub policy_id: String,
+        pub version: i32,
+        pub body: String,
+        pub labels: String,
+        pub created_by: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod policy_attachments {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "policy_attachments")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub policy_id: String,
+        pub stack_id: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod policy_evaluations {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "policy_evaluations")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub policy_id: String,
+        pub policy_version: i32,
+        pub policy_type: String,
+        pub run_id: Option<String>,
+        pub stack_id: Option<String>,
+        pub subject: String,
+        pub input_hash: String,
+        pub outcome: String,
+        pub messages: String,
+        pub result: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod policy_inputs {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "policy_inputs")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub org_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub input_hash: String,
+        pub policy_type: String,
+        pub input: String,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}
+
+pub mod policy_samples {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "policy_samples")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub policy_id: String,
+        pub evaluation_id: String,
+        pub input_hash: String,
+        pub created_at: DateTimeUtc,
     }
     no_relations!();
 }

@@ -322,6 +322,9 @@ impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
         }
         TenantScope::new(&tx, self.org).delete_stack_config(stack.id).await?;
         TenantScope::new(&tx, self.org).delete_stack_drift(stack.id).await?;
+        TenantScope::new(&tx, self.org)
+            .delete_stack_policy_attachments(stack.id)
+            .await?;
         let run_ids: Vec<String> = runs::Entity::find()
             .filter(runs::Column::StackId.eq(sid.clone()))
             .select_only()

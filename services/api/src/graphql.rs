@@ -25,6 +25,7 @@ pub struct Query(
     crate::graphql_vars::VarsQuery,
     crate::graphql_drift::DriftQuery,
     crate::graphql_notify::NotifyQuery,
+    crate::graphql_policy::PolicyQuery,
 );
 
 #[derive(async_graphql::MergedObject, Default)]
@@ -33,6 +34,7 @@ pub struct Mutation(
     crate::graphql_vars::VarsMutation,
     crate::graphql_drift::DriftMutation,
     crate::graphql_notify::NotifyMutation,
+    crate::graphql_policy::PolicyMutation,
 );
 
 pub fn build_schema(state: Arc<AppState>) -> ApiSchema {
@@ -421,6 +423,18 @@ impl Run {
             .await
             .map_err(ApiError::from)?;
         Ok(chunks.into_iter().map(Into::into).collect())
+    }
+    /// Policy evaluations made for this run, oldest first.
+    async fn policy_evaluations(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Vec<crate::graphql_policy::PolicyEvaluation>> {
+        let p = principal(ctx)?;
+        let list = crate::policy::run_evaluations(state(ctx), p.org, self.run.id).await?;
+        Ok(list
+            .into_iter()
+            .map(|(e, slug)| crate::graphql_policy::evaluation_gql(e, slug))
+            .collect())
     }
     /// The plan as `terraform show -json` printed it, with sensitive values redacted.
     async fn plan(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Json<serde_json::Value>>> {

@@ -41,6 +41,27 @@ pub async fn after_transition(st: &AppState, run: &Run, stack: &Stack) {
     }
 }
 
+/// A plan policy denied the run.
+pub async fn policy_denied(st: &AppState, run: &Run, stack: &Stack) {
+    let r = st
+        .store
+        .scope(run.org_id)
+        .notify(
+            EventKind::PolicyDenied,
+            stack,
+            Some(run.id.to_string()),
+            format!("run {} was denied by a plan policy", run.id),
+            Vec::new(),
+            run.error.clone(),
+            &st.public_url,
+            st.clock.now(),
+        )
+        .await;
+    if let Err(e) = r {
+        tracing::error!(run_id = %run.id, error = %e, "cannot queue the notification");
+    }
+}
+
 pub struct EndpointInput {
     pub slug: Option<String>,
     pub name: String,

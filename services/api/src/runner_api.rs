@@ -328,6 +328,9 @@ async fn upload_plan(
     }
     let body = body.into_inner();
     let mut plan_json = body.plan_json;
+    // Plan policies read the plan before redaction: they see sensitive values hashed.
+    let stack = st.store.scope(p.org).get_stack(run.stack_id).await?;
+    crate::policy::evaluate_plan(&st, &run, &stack, &plan_json).await?;
     redact_plan(&mut plan_json);
     let sha = hex::encode(Sha256::digest(&file));
     st.store
@@ -363,18 +366,29 @@ async fn result(
         fencing_token: Some(body.fencing_token),
         ..Default::default()
     };
+    let mut denied = false;
     let event = match (body.phase, body.outcome) {
         (RunPhase::Plan, PhaseOutcome::Planned { has_changes, summary }) => {
             let summary = if has_changes { summary } else { PlanSummary::default() };
             upd.plan = Some((summary, has_changes));
-            upd.note = Some(format!(
-                "plan: +{} ~{} -{}",
-                summary.add, summary.change, summary.destroy
-            ));
-            RunEvent::PlanFinished {
-                has_changes,
-                run_type: run.run_type,
-                autodeploy: stack.autodeploy,
+            let decision = crate::policy::plan_decision(&st, &run).await?;
+            let mut note = format!("plan: +{} ~{} -{}", summary.add, summary.change, summary.destroy);
+            if !decision.warnings.is_empty() {
+                note.push_str(&format!("; plan policy warnings: {}", decision.warnings.join("; ")));
+            }
+            upd.note = Some(note);
+            match decision.fail {
+                Some(reason) => {
+                    denied = true;
+                    upd.error = Some(reason);
+                    RunEvent::Fail
+                }
+                // A warning makes the run wait for confirmation even on an autodeploy stack.
+                None => RunEvent::PlanFinished {
+                    has_changes,
+                    run_type: run.run_type,
+                    autodeploy: stack.autodeploy && decision.warnings.is_empty(),
+                },
             }
         }
         (RunPhase::Apply, PhaseOutcome::Applied { outputs }) => {
@@ -405,6 +419,9 @@ async fn result(
         if let Err(e) = crate::drift::after_check(&st, &run, &stack, has_changes).await {
             tracing::error!(run_id = %run.id, error = %e, "cannot record the drift check");
         }
+    }
+    if denied {
+        crate::notify::policy_denied(&st, &run, &stack).await;
     }
     crate::notify::after_transition(&st, &run, &stack).await;
     st.bus.publish(BusEvent::RunChanged(id));

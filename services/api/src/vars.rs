@@ -88,7 +88,7 @@ fn check_input(st: &AppState, i: &VarInput) -> ApiResult<()> {
     Ok(())
 }
 
-fn check_labels(labels: &[String]) -> ApiResult<()> {
+pub(crate) fn check_labels(labels: &[String]) -> ApiResult<()> {
     for l in labels {
         if l.trim().is_empty() || l.len() > 255 {
             return Err(ApiError::BadRequest(format!("label {l:?} must be 1 to 255 characters")));
@@ -109,7 +109,7 @@ fn new_value(i: VarInput) -> NewValue {
 
 /// The spaces whose contexts and integrations a stack in `space` may use: its own, then
 /// its ancestors as long as each space inherits from its parent.
-fn reachable(spaces: &[Space], space: SpaceId) -> Vec<SpaceId> {
+pub(crate) fn reachable(spaces: &[Space], space: SpaceId) -> Vec<SpaceId> {
     let mut out = vec![space];
     let mut cur = spaces.iter().find(|s| s.id == space);
     while let Some(s) = cur {
@@ -124,7 +124,13 @@ fn reachable(spaces: &[Space], space: SpaceId) -> Vec<SpaceId> {
     out
 }
 
-async fn check_reachable(st: &AppState, p: &Principal, stack: &Stack, space: SpaceId, what: &str) -> ApiResult<()> {
+pub(crate) async fn check_reachable(
+    st: &AppState,
+    p: &Principal,
+    stack: &Stack,
+    space: SpaceId,
+    what: &str,
+) -> ApiResult<()> {
     let spaces = st.store.scope(p.org).list_spaces().await?;
     if reachable(&spaces, stack.space_id).contains(&space) {
         return Ok(());

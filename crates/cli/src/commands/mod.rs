@@ -10,6 +10,7 @@ mod integration;
 mod login;
 mod notification;
 mod org;
+mod policy;
 mod role;
 mod run;
 mod space;
@@ -25,7 +26,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use serde::Serialize;
 use terraplane_client::{Client, ClientError, LoginResult};
 
-use crate::cli::{Cli, Command, OutputFormat};
+use crate::cli::{Cli, Command, OutputFormat, PolicyCommand};
 use crate::{Context, config};
 
 /// Consecutive transport failures a polling loop rides out before giving up.
@@ -49,6 +50,10 @@ async fn dispatch_command(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
     }
     if let Command::Logout = command {
         return login::logout(endpoint, output, ctx).await;
+    }
+    // Evaluates locally: no server, no credential.
+    if let Command::Policy(PolicyCommand::Test(args)) = command {
+        return policy::test(args, output, ctx);
     }
     let settings = config::resolve(endpoint, token, ctx.env)?;
     let endpoint = settings.endpoint.ok_or_else(|| {
@@ -84,6 +89,7 @@ async fn dispatch_command(cli: Cli, ctx: &mut Context<'_>) -> Result<()> {
         Command::Integration(c) => app.integration(c).await,
         Command::Drift(c) => app.drift(c).await,
         Command::Notification(c) => app.notification(c).await,
+        Command::Policy(c) => app.policy(c).await,
     }
 }
 

@@ -1,11 +1,22 @@
 //! `tpctl run …`, including the polling loops of `trigger --wait` and `logs --follow`.
 
 use anyhow::{Result, anyhow, bail};
-use terraplane_client::{LOGS_PAGE_LIMIT, Run, RunState, RunType};
+use serde::Serialize;
+use terraplane_client::{LOGS_PAGE_LIMIT, PolicyEvaluation, Run, RunState, RunType};
 
 use super::{App, MAX_POLL_RETRIES, transient};
 use crate::cli::RunCommand;
 use crate::output;
+
+/// `run show`: the run with the policy evaluations made for it (`-o json`: the run's fields
+/// and `policyEvaluations`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RunDetails {
+    #[serde(flatten)]
+    run: Run,
+    policy_evaluations: Vec<PolicyEvaluation>,
+}
 
 impl App<'_, '_> {
     pub(super) async fn run(&mut self, cmd: RunCommand) -> Result<()> {
@@ -46,7 +57,17 @@ impl App<'_, '_> {
                     .run(&run)
                     .await?
                     .ok_or_else(|| anyhow!("run {run} not found"))?;
-                self.show(&r, output::run)
+                let details = RunDetails {
+                    policy_evaluations: self.client.run_policy_evaluations(&r.id).await?,
+                    run: r,
+                };
+                self.show(&details, |d| {
+                    format!(
+                        "{}\n{}",
+                        output::run(&d.run),
+                        output::run_policy_evaluations(&d.policy_evaluations)
+                    )
+                })
             }
             RunCommand::Logs { run, follow } => self.logs(&run, follow).await,
             RunCommand::Confirm { run } => {

@@ -13,6 +13,7 @@ use terraplane_test_support::mock::{MockServer, Reply, Request};
 
 mod drift;
 mod notifications;
+mod policies;
 mod sso;
 mod variables;
 

@@ -4,8 +4,9 @@
 use serde_json::{Value, json};
 use terraplane_client::{
     ApiKeyCreate, ApiKeyKind, AuditQuery, AwsIntegrationInput, Client, ClientError, ContextCreateInput, DriftReaction,
-    DriftStatus, NotificationEndpointInput, NotificationEvent, NotificationKind, RunState, RunType, SpaceCreate,
-    StackCreateInput, Subject, UserCreate, VariableInput, VariableKind,
+    DriftStatus, NotificationEndpointInput, NotificationEvent, NotificationKind, POLICY_EVALUATIONS_LIMIT,
+    PolicyCreateInput, PolicyType, PolicyUpdateInput, RunState, RunType, SpaceCreate, StackCreateInput, Subject,
+    UserCreate, VariableInput, VariableKind,
 };
 use terraplane_test_support::mock::{MockServer, Reply, Request};
 
@@ -1007,5 +1008,177 @@ async fn stack_drift_of_an_unknown_stack_and_refused_checks_keep_their_codes() -
         err.map(|e| e.to_string()).as_deref(),
         Some("stack net has a tracked run in progress")
     );
+    Ok(())
+}
+
+fn policy_json(id: &str, details: bool) -> Value {
+    let mut p = json!({"id": id, "name": "Deny big", "type": "PLAN", "description": "", "labels": ["autoattach:prod"],
+                       "body": "package spacelift\n", "version": 2, "space": "root", "createdAt": T0, "updatedAt": T0});
+    if details {
+        p["versions"] = json!([{"version": 1, "body": "package spacelift\n", "labels": [], "createdBy": "ada",
+                                "createdAt": T0}]);
+        p["attachedStacks"] = json!(["net"]);
+        p["evaluations"] = json!([evaluation_json(id)]);
+        p["samples"] = json!([{"inputHash": "ab12", "createdAt": T0}]);
+    }
+    p
+}
+
+fn evaluation_json(policy: &str) -> Value {
+    json!({"id": "e1", "policy": policy, "policyVersion": 2, "type": "PLAN", "runId": "run-1", "subject": "run:run-1",
+           "inputHash": "ab12", "outcome": "deny", "messages": ["too big"], "result": {"deny": ["too big"]},
+           "createdAt": T0})
+}
+
+#[tokio::test]
+async fn policies_send_each_operation_with_its_variables() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let (q, vars) = operation(r);
+        let field = root_field(&q);
+        let data = match field.as_str() {
+            "policies" => json!([policy_json("deny-big", false)]),
+            "policy" => policy_json("deny-big", true),
+            "policyCreate" | "policyUpdate" | "policyDelete" => policy_json("deny-big", false),
+            "policyAttach" | "policyDetach" => json!({"policy": vars["id"], "stack": vars["stackId"]}),
+            "policySimulate" => json!({"outcome": "warn", "messages": ["no tags"], "result": {"warn": ["no tags"]}}),
+            "run" => json!({"policyEvaluations": [evaluation_json("deny-big")]}),
+            _ => return Reply::json(200, json!({"errors": [{"message": format!("unknown field {field}")}]})),
+        };
+        Reply::json(200, json!({ "data": { field: data } }))
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+
+    let list = c.policies().await?;
+    assert_eq!(list[0].policy_type, PolicyType::Plan);
+    assert_eq!((list[0].versions.as_ref(), list[0].evaluations.as_ref()), (None, None));
+    let p = c.policy("deny-big").await?;
+    assert_eq!(p.attached_stacks.as_deref(), Some(&["net".to_owned()][..]));
+    let evaluations = p.evaluations.unwrap_or_default();
+    assert_eq!(evaluations[0].result, json!({"deny": ["too big"]}));
+    assert_eq!(p.versions.map(|v| v[0].created_by.clone()).as_deref(), Some("ada"));
+    let input = PolicyCreateInput {
+        name: "Deny big".into(),
+        policy_type: PolicyType::Approval,
+        body: "package spacelift\n".into(),
+        labels: Some(vec!["autoattach:prod".into()]),
+        ..Default::default()
+    };
+    c.policy_create(&input).await?;
+    let update = PolicyUpdateInput {
+        body: Some("package spacelift\n".into()),
+        ..Default::default()
+    };
+    c.policy_update("deny-big", &update).await?;
+    c.policy_delete("deny-big").await?;
+    let a = c.policy_attach("deny-big", "net").await?;
+    assert_eq!((a.policy.as_str(), a.stack.as_str()), ("deny-big", "net"));
+    c.policy_detach("deny-big", "net").await?;
+    let sim = c.policy_simulate("deny-big", "run-1").await?;
+    assert_eq!(
+        (sim.outcome.as_str(), sim.messages.as_slice()),
+        ("warn", &["no tags".to_owned()][..])
+    );
+    let evaluations = c.run_policy_evaluations("run-1").await?;
+    assert_eq!(
+        (evaluations[0].policy_version, evaluations[0].run_id.as_deref()),
+        (2, Some("run-1"))
+    );
+
+    let sent: Vec<(String, Value)> = srv.requests().iter().map(operation).collect();
+    let expected = [
+        ("policies", json!({})),
+        ("policy", json!({"id": "deny-big", "limit": POLICY_EVALUATIONS_LIMIT})),
+        (
+            "policyCreate",
+            json!({"input": {"name": "Deny big", "type": "APPROVAL", "body": "package spacelift\n",
+                             "labels": ["autoattach:prod"]}}),
+        ),
+        (
+            "policyUpdate",
+            json!({"id": "deny-big", "input": {"body": "package spacelift\n"}}),
+        ),
+        ("policyDelete", json!({"id": "deny-big"})),
+        ("policyAttach", json!({"id": "deny-big", "stackId": "net"})),
+        ("policyDetach", json!({"id": "deny-big", "stackId": "net"})),
+        ("policySimulate", json!({"id": "deny-big", "runId": "run-1"})),
+        ("run", json!({"id": "run-1"})),
+    ];
+    assert_eq!(sent.len(), expected.len());
+    for ((q, vars), (field, want)) in sent.iter().zip(&expected) {
+        assert_eq!(root_field(q), *field, "{q}");
+        assert_eq!(vars, want, "{q}");
+    }
+    // The variables are declared with the schema's types.
+    for (i, declared) in [
+        (1, "query($id: ID!, $limit: Int!) { policy(id: $id) {"),
+        (
+            2,
+            "mutation($input: PolicyCreateInput!) { policyCreate(input: $input) {",
+        ),
+        (
+            3,
+            "mutation($id: ID!, $input: PolicyUpdateInput!) { policyUpdate(id: $id, input: $input) {",
+        ),
+        (4, "mutation($id: ID!) { policyDelete(id: $id) {"),
+        (
+            5,
+            "mutation($id: ID!, $stackId: ID!) { policyAttach(id: $id, stackId: $stackId) {",
+        ),
+        (
+            6,
+            "mutation($id: ID!, $stackId: ID!) { policyDetach(id: $id, stackId: $stackId) {",
+        ),
+        (
+            7,
+            "query($id: ID!, $runId: ID!) { policySimulate(id: $id, runId: $runId) {",
+        ),
+        (8, "query($id: ID!) { run(id: $id) { policyEvaluations {"),
+    ] {
+        assert!(sent[i].0.starts_with(declared), "{declared:?} vs {}", sent[i].0);
+    }
+    assert!(
+        sent[1].0.contains(
+            "versions { version body labels createdBy createdAt } attachedStacks evaluations(limit: $limit) { id policy \
+             policyVersion type runId subject inputHash outcome messages result createdAt } samples { inputHash createdAt }"
+        ),
+        "{}",
+        sent[1].0
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn policy_refusals_keep_their_codes_and_an_unknown_run_is_not_found() -> TestResult {
+    let srv = MockServer::start(|r| match root_field(&operation(r).0).as_str() {
+        "run" => Reply::json(200, json!({"data": {"run": null}})),
+        "policy" => Reply::json(
+            200,
+            json!({"data": null, "errors": [{"message": "policy not found", "extensions": {"code": "not_found"}}]}),
+        ),
+        _ => Reply::json(
+            200,
+            json!({"data": null, "errors": [{"message": "policy does not compile: line 3, column 7: unexpected token",
+                                              "extensions": {"code": "bad_request"}}]}),
+        ),
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+    let input = PolicyCreateInput {
+        name: "broken".into(),
+        body: "package spacelift\n\ndeny[ {\n".into(),
+        ..Default::default()
+    };
+    let err = c.policy_create(&input).await.err();
+    assert_eq!(err.as_ref().and_then(ClientError::code), Some("bad_request"));
+    assert_eq!(
+        err.map(|e| e.to_string()).as_deref(),
+        Some("policy does not compile: line 3, column 7: unexpected token")
+    );
+    let err = c.policy("gone").await.err();
+    assert!(err.as_ref().is_some_and(ClientError::is_not_found), "{err:?}");
+    let err = c.run_policy_evaluations("gone").await.err();
+    assert!(err.as_ref().is_some_and(ClientError::is_not_found), "{err:?}");
+    assert_eq!(err.map(|e| e.to_string()).as_deref(), Some("run gone not found"));
     Ok(())
 }

@@ -28,6 +28,7 @@ struct Refs {
     context: (String, String),
     aws: (String, String),
     endpoint: (String, String),
+    policy: (String, String),
 }
 
 impl Refs {
@@ -42,6 +43,7 @@ impl Refs {
             &self.context,
             &self.aws,
             &self.endpoint,
+            &self.policy,
         ]
         .iter()
         .flat_map(|(a, b)| [a.as_str(), b.as_str()])
@@ -59,6 +61,7 @@ impl Refs {
             &self.context,
             &self.aws,
             &self.endpoint,
+            &self.policy,
         ]
         .iter()
         .map(|(a, _)| a.as_str())
@@ -100,6 +103,8 @@ fn literal(field: &str, arg: &str, ty: &Value, refs: &Refs, a: bool) -> Option<S
             pick(&refs.aws)
         } else if field.starts_with("notificationEndpoint") {
             pick(&refs.endpoint)
+        } else if field.starts_with("policy") {
+            pick(&refs.policy)
         } else {
             pick(&refs.stack)
         }
@@ -129,6 +134,10 @@ fn literal(field: &str, arg: &str, ty: &Value, refs: &Refs, a: bool) -> Option<S
         ),
         "input" if field == "notificationEndpointCreate" => format!(
             "{{name: \"iso\", kind: WEBHOOK, url: \"http://127.0.0.1:9/x\", events: [RUN_FAILED], space: {}}}",
+            pick(&refs.space)
+        ),
+        "input" if field == "policyCreate" => format!(
+            "{{name: \"iso\", type: \"PLAN\", body: \"package spacelift\", space: {}}}",
             pick(&refs.space)
         ),
         "input" => "{name: \"renamed\"}".into(),
@@ -234,7 +243,8 @@ const A_SNAPSHOT: &str = "{ stacks { id name lock { holder } } runs(stackId: \"a
     teams { id members } users { email role } stateVersions(stackId: \"a-stack\") { serial } apiKeys { id revokedAt } \
     contexts { id labels variables { name checksum } attachments { stack priority } } \
     stackEnvironment(stackId: \"a-stack\") { name source checksum } awsIntegrations { id roleArn stacks } \
-    notificationEndpoints { id url events } driftSchedules(stackId: \"a-stack\") { id cron } }";
+    notificationEndpoints { id url events } driftSchedules(stackId: \"a-stack\") { id cron } \
+    policies { id version body labels attachedStacks } }";
 
 async fn matrix(app: TestApp) {
     // Organization A (`default`): a stack with a run and state, a space, a team, a member, a key.
@@ -312,6 +322,16 @@ async fn matrix(app: TestApp) {
         "mutation { awsIntegrationAttach(id: \"a-aws\", stackId: \"a-stack\") { id } }",
     )
     .await;
+    q(
+        a,
+        "mutation { policyCreate(input: {id: \"a-policy\", name: \"a policy\", type: \"PLAN\", body: \"package spacelift\"}) { id } }",
+    )
+    .await;
+    q(
+        a,
+        "mutation { policyAttach(id: \"a-policy\", stackId: \"a-stack\") { policy } }",
+    )
+    .await;
     let before_a = q(a, A_SNAPSHOT).await;
 
     // Organization B with an owner key.
@@ -340,6 +360,7 @@ async fn matrix(app: TestApp) {
         context: ("a-context".into(), "zz-no-context".into()),
         aws: ("a-aws".into(), "zz-no-aws".into()),
         endpoint: ("a-endpoint".into(), "zz-no-endpoint".into()),
+        policy: ("a-policy".into(), "zz-no-policy".into()),
     };
 
     let schema = raw(
@@ -425,6 +446,10 @@ async fn matrix(app: TestApp) {
         "notificationEndpointDelete",
         "notificationDeliveries",
         "driftCheck",
+        "policy",
+        "policyAttach",
+        "policySimulate",
+        "policyDelete",
     ] {
         assert!(checked.contains_key(must), "{must} not covered: {checked:?}");
     }

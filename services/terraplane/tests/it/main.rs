@@ -12,6 +12,7 @@ mod harness;
 mod isolation;
 mod lifecycle;
 mod notifications;
+mod policies;
 mod production;
 mod rbac;
 mod resilience;

@@ -62,6 +62,9 @@ fn needs() -> HashMap<&'static str, Need> {
         ("driftRecords", Member),
         ("notificationEndpoints", Member),
         ("notificationDeliveries", Member),
+        ("policies", Member),
+        ("policy", At(W::Reader)),
+        ("policySimulate", At(W::Reader)),
         // mutations
         ("login", Public),
         ("refresh", Public),
@@ -95,6 +98,11 @@ fn needs() -> HashMap<&'static str, Need> {
         ("driftCheck", At(W::Writer)),
         ("notificationEndpointCreate", At(W::Admin)),
         ("notificationEndpointDelete", At(W::Admin)),
+        ("policyCreate", At(W::Admin)),
+        ("policyUpdate", At(W::Admin)),
+        ("policyDelete", At(W::Admin)),
+        ("policyAttach", At(W::Admin)),
+        ("policyDetach", At(W::Admin)),
         ("stackDelete", At(W::Admin)),
         ("spaceCreate", At(W::Admin)),
         ("stateForceUnlock", At(W::Admin)),
@@ -189,6 +197,16 @@ fn call(field: &str, who: Who, run: &str) -> Option<String> {
             r#"mutation {{ notificationEndpointCreate(input: {{id: "ne-{n}", name: "n", kind: SLACK, url: "http://127.0.0.1:9/x", events: [RUN_FAILED], space: "dev"}}) {{ id }} }}"#
         ),
         "notificationEndpointDelete" => format!(r#"mutation {{ notificationEndpointDelete(id: "nedel-{n}") {{ id }} }}"#),
+        "policy" => r#"{ policy(id: "pol-dev") { id } }"#.to_owned(),
+        // Allowed callers get "no recorded input" (a bad request), others not-found.
+        "policySimulate" => format!(r#"{{ policySimulate(id: "pol-dev", runId: "{run}") {{ outcome }} }}"#),
+        "policyCreate" => format!(
+            r#"mutation {{ policyCreate(input: {{id: "pol-new-{n}", name: "n", type: "PLAN", body: "package spacelift", space: "dev"}}) {{ id }} }}"#
+        ),
+        "policyUpdate" => r#"mutation { policyUpdate(id: "pol-dev", input: {description: "x"}) { id } }"#.to_owned(),
+        "policyDelete" => format!(r#"mutation {{ policyDelete(id: "poldel-{n}") {{ id }} }}"#),
+        "policyAttach" => r#"mutation { policyAttach(id: "pol-dev", stackId: "s-dev") { policy } }"#.to_owned(),
+        "policyDetach" => format!(r#"mutation {{ policyDetach(id: "pol-dev", stackId: "lock-{n}") {{ policy }} }}"#),
         "runLogs" | "runStateChanged" => return None, // subscriptions: checked below over GraphQL queries of the same run
         _ => return None,
     };
@@ -266,6 +284,7 @@ async fn setup(app: &TestApp) -> (Vec<(Who, Client)>, String) {
     // to delete, unset or detach.
     g(r#"mutation { contextCreate(input: {id: "ctx-dev", name: "c", space: "dev"}) { id } }"#.into()).await;
     g(r#"mutation { awsIntegrationCreate(input: {id: "aws-dev", name: "a", roleArn: "arn:aws:iam::123456789012:role/r", space: "dev"}) { id } }"#.into()).await;
+    g(r#"mutation { policyCreate(input: {id: "pol-dev", name: "p", type: "PLAN", body: "package spacelift", space: "dev"}) { id } }"#.into()).await;
     for w in WHO {
         let n = name(w);
         g(format!(
@@ -284,6 +303,11 @@ async fn setup(app: &TestApp) -> (Vec<(Who, Client)>, String) {
         g(format!(r#"mutation {{ awsIntegrationCreate(input: {{id: "awsdel-{n}", name: "a", roleArn: "arn:aws:iam::123456789012:role/r", space: "dev"}}) {{ id }} }}"#)).await;
         g(format!(
             r#"mutation {{ awsIntegrationAttach(id: "aws-dev", stackId: "lock-{n}") {{ id }} }}"#
+        ))
+        .await;
+        g(format!(r#"mutation {{ policyCreate(input: {{id: "poldel-{n}", name: "p", type: "PLAN", body: "package spacelift", space: "dev"}}) {{ id }} }}"#)).await;
+        g(format!(
+            r#"mutation {{ policyAttach(id: "pol-dev", stackId: "lock-{n}") {{ policy }} }}"#
         ))
         .await;
         g(format!(r#"mutation {{ notificationEndpointCreate(input: {{id: "nedel-{n}", name: "n", kind: SLACK, url: "http://127.0.0.1:9/x", events: [RUN_FAILED], space: "dev"}}) {{ id }} }}"#)).await;
@@ -342,10 +366,10 @@ async fn matrix(app: TestApp) {
             checked += 1;
         }
     }
-    // 46 role-gated queries and mutations × 5 callers (driftScheduleDelete is checked in
+    // 53 role-gated queries and mutations × 5 callers (driftScheduleDelete is checked in
     // drift::schedules: its ids are random). The two subscriptions go through the
     // same check as `run` (service::get_run) and are covered by the isolation matrix.
-    assert_eq!(checked, 5 * 46, "calls checked");
+    assert_eq!(checked, 5 * 53, "calls checked");
     app.teardown().await;
 }
 both_backends!(

@@ -1,0 +1,575 @@
+//! Rego policies: the operations behind GraphQL (create, update with a new version per
+//! change, attach, detach, delete), which policies apply to a stack (attached, or
+//! `autoattach:<label>` from the stack's space or an ancestor it inherits), and evaluation:
+//! bounded in time and memory, off the async threads, every result stored with the policy
+//! version, the input hash, the outcome and the messages.
+
+use std::time::Duration;
+
+use terraplane_domain::RunId;
+use terraplane_domain::vars::autoattaches;
+use terraplane_policy::input::{self as pin, PlanContext, RunInfo, StackInfo};
+use terraplane_policy::{Evaluation, Limits, PolicyType, PreparedInput};
+use terraplane_store::{NewEvaluation, NewPolicy, Policy, PolicyEvaluation, PolicyPatch, Run, Stack, TenantScope};
+
+use crate::AppState;
+use crate::auth::{Action, Principal};
+use crate::error::{ApiError, ApiResult};
+use crate::service::{admin_space, event, get_stack, slug_or_name, store_err};
+use crate::vars::{check_labels, check_reachable, reachable};
+
+pub struct PolicyInput {
+    pub slug: Option<String>,
+    pub name: String,
+    pub policy_type: String,
+    pub body: String,
+    pub labels: Vec<String>,
+    pub description: Option<String>,
+    pub space: Option<String>,
+}
+
+/// Largest policy source accepted.
+const MAX_BODY_BYTES: usize = 256 * 1024;
+
+fn parse_type(t: &str) -> ApiResult<PolicyType> {
+    t.parse::<PolicyType>().map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
+/// Compiles `body` as policy `name`, or says where it is wrong.
+fn check_body(name: &str, body: &str) -> ApiResult<terraplane_policy::Policy> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ApiError::BadRequest(format!(
+            "the policy is {} bytes; the limit is {MAX_BODY_BYTES}",
+            body.len()
+        )));
+    }
+    terraplane_policy::Policy::compile(name, body)
+        .map_err(|e| ApiError::BadRequest(format!("policy does not compile: {e}")))
+}
+
+fn check_policy_labels(kind: PolicyType, labels: &[String]) -> ApiResult<()> {
+    check_labels(labels)?;
+    if kind == PolicyType::Login && labels.iter().any(|l| l.starts_with("autoattach:")) {
+        return Err(ApiError::BadRequest(
+            "login policies apply to the whole organization; autoattach labels do not apply to them".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn policy_json(p: &Policy) -> serde_json::Value {
+    serde_json::json!({
+        "name": p.name,
+        "type": p.policy_type,
+        "labels": p.labels,
+        "version": p.version,
+    })
+}
+
+pub async fn list_policies(st: &AppState, p: &Principal) -> ApiResult<Vec<Policy>> {
+    p.require_member()?;
+    let all = st.store.scope(p.org).list_policies().await?;
+    Ok(all.into_iter().filter(|x| p.can_see(x.space_id)).collect())
+}
+
+pub async fn get_policy(st: &AppState, p: &Principal, slug: &str, action: Action) -> ApiResult<Policy> {
+    p.require_member()?;
+    let x = st.store.scope(p.org).get_policy_by_slug(slug).await?;
+    p.require_in(x.space_id, Action::Read, "policy")?;
+    p.require_in(x.space_id, action, "policy")?;
+    Ok(x)
+}
+
+pub async fn create_policy(st: &AppState, p: &Principal, i: PolicyInput) -> ApiResult<Policy> {
+    let space = admin_space(st, p, i.space.as_deref()).await?;
+    if i.name.trim().is_empty() {
+        return Err(ApiError::BadRequest("name must not be empty".into()));
+    }
+    let slug = slug_or_name(i.slug.as_deref(), &i.name)?;
+    let kind = parse_type(&i.policy_type)?;
+    check_policy_labels(kind, &i.labels)?;
+    check_body(slug.as_str(), &i.body)?;
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let x = tx
+        .scope(p.org)
+        .create_policy(
+            NewPolicy {
+                slug: slug.to_string(),
+                name: i.name,
+                policy_type: kind.as_str().into(),
+                description: i.description.unwrap_or_default(),
+                labels: i.labels,
+                body: i.body,
+                space_id: space.id,
+            },
+            &p.name(),
+            now,
+        )
+        .await
+        .map_err(store_err("policy_exists"))?;
+    tx.scope(p.org)
+        .append_audit(
+            event(p, "policy.create", "policy", &x.slug, None, Some(policy_json(&x))),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(x)
+}
+
+pub async fn update_policy(st: &AppState, p: &Principal, slug: &str, patch: PolicyPatch) -> ApiResult<Policy> {
+    let before = get_policy(st, p, slug, Action::Admin).await?;
+    let kind = parse_type(&before.policy_type)?;
+    if let Some(n) = &patch.name
+        && n.trim().is_empty()
+    {
+        return Err(ApiError::BadRequest("name must not be empty".into()));
+    }
+    if let Some(l) = &patch.labels {
+        check_policy_labels(kind, l)?;
+    }
+    if let Some(b) = &patch.body {
+        check_body(slug, b)?;
+    }
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let x = tx.scope(p.org).update_policy(slug, patch, &p.name(), now).await?;
+    tx.scope(p.org)
+        .append_audit(
+            event(
+                p,
+                "policy.update",
+                "policy",
+                slug,
+                Some(policy_json(&before)),
+                Some(policy_json(&x)),
+            ),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(x)
+}
+
+pub async fn delete_policy(st: &AppState, p: &Principal, slug: &str) -> ApiResult<Policy> {
+    get_policy(st, p, slug, Action::Admin).await?;
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    let x = tx.scope(p.org).delete_policy(slug).await?;
+    tx.scope(p.org)
+        .append_audit(
+            event(p, "policy.delete", "policy", slug, Some(policy_json(&x)), None),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(x)
+}
+
+pub async fn attach_policy(st: &AppState, p: &Principal, policy: &str, stack: &str) -> ApiResult<(Policy, Stack)> {
+    let s = get_stack(st, p, stack, Action::Admin).await?;
+    let x = get_policy(st, p, policy, Action::Read).await?;
+    if x.policy_type == PolicyType::Login.as_str() {
+        return Err(ApiError::BadRequest(
+            "login policies apply to the whole organization and are not attached to stacks".into(),
+        ));
+    }
+    check_reachable(st, p, &s, x.space_id, "policy").await?;
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    tx.scope(p.org).attach_policy(&x.id, s.id, now).await?;
+    tx.scope(p.org)
+        .append_audit(
+            event(
+                p,
+                "policy.attach",
+                "stack",
+                stack,
+                None,
+                Some(serde_json::json!({ "policy": x.slug })),
+            ),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    Ok((x, s))
+}
+
+pub async fn detach_policy(st: &AppState, p: &Principal, policy: &str, stack: &str) -> ApiResult<(Policy, Stack)> {
+    let s = get_stack(st, p, stack, Action::Admin).await?;
+    let x = get_policy(st, p, policy, Action::Read).await?;
+    let now = st.clock.now();
+    let tx = st.store.begin().await?;
+    tx.scope(p.org).detach_policy(&x.id, s.id).await?;
+    tx.scope(p.org)
+        .append_audit(
+            event(
+                p,
+                "policy.detach",
+                "stack",
+                stack,
+                Some(serde_json::json!({ "policy": x.slug })),
+                None,
+            ),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    Ok((x, s))
+}
+
+/// The policies of `kind` that apply to `stack`: attached to it, or carrying an
+/// `autoattach:<label>` matching one of its labels, from its space or an ancestor it
+/// inherits. Each with how it applies (`true`: automatically).
+pub async fn stack_policies(
+    scope: &TenantScope<'_>,
+    stack: &Stack,
+    kind: Option<PolicyType>,
+) -> ApiResult<Vec<(Policy, bool)>> {
+    let attached = scope.attached_policy_ids(stack.id).await?;
+    let spaces = scope.list_spaces().await?;
+    let reach = reachable(&spaces, stack.space_id);
+    let mut out = Vec::new();
+    for x in scope.list_policies().await? {
+        if kind.is_some_and(|k| k.as_str() != x.policy_type) || x.policy_type == PolicyType::Login.as_str() {
+            continue;
+        }
+        if attached.contains(&x.id) {
+            out.push((x, false));
+        } else if autoattaches(&x.labels, &stack.labels) && reach.contains(&x.space_id) {
+            out.push((x, true));
+        }
+    }
+    Ok(out)
+}
+
+/// One policy's verdict on one input.
+pub struct Verdict {
+    pub policy: Policy,
+    pub outcome: Result<Evaluation, String>,
+}
+
+impl Verdict {
+    /// The stored outcome word for a policy of `kind`.
+    fn outcome_word(&self, kind: PolicyType) -> &'static str {
+        let Ok(e) = &self.outcome else { return "error" };
+        match kind {
+            PolicyType::Plan if !e.deny.is_empty() => "deny",
+            PolicyType::Plan if !e.warn.is_empty() => "warn",
+            PolicyType::Plan => "allow",
+            PolicyType::Approval if e.reject => "reject",
+            PolicyType::Approval if e.approve => "approve",
+            PolicyType::Approval => "undecided",
+            PolicyType::Trigger if !e.trigger.is_empty() => "trigger",
+            PolicyType::Trigger => "none",
+            PolicyType::Login if e.login_deny => "deny",
+            PolicyType::Login if e.admin => "admin",
+            PolicyType::Login if e.allow => "allow",
+            PolicyType::Login => "undecided",
+            PolicyType::Push | PolicyType::Notification if e.rules.is_empty() => "none",
+            PolicyType::Push | PolicyType::Notification => "decided",
+        }
+    }
+
+    fn messages(&self, kind: PolicyType) -> Vec<String> {
+        match &self.outcome {
+            Err(e) => vec![e.clone()],
+            Ok(e) => match kind {
+                PolicyType::Plan => e.deny.iter().chain(&e.warn).cloned().collect(),
+                PolicyType::Trigger => e.trigger.clone(),
+                _ => Vec::new(),
+            },
+        }
+    }
+}
+
+fn limits(st: &AppState) -> Limits {
+    Limits {
+        time: Duration::from_millis(st.cfg.policy.eval_timeout_ms.max(1)),
+        memory_bytes: Some(st.cfg.policy.max_memory_mb.saturating_mul(1024 * 1024)),
+    }
+}
+
+/// Evaluates `policies` on `input` off the async threads, each bounded by the configured
+/// limits. A policy stored before it stopped compiling (an engine upgrade) is an error
+/// verdict, not a panic.
+pub async fn evaluate(
+    st: &AppState,
+    kind: PolicyType,
+    policies: Vec<Policy>,
+    input: &serde_json::Value,
+) -> Vec<Verdict> {
+    if policies.is_empty() {
+        return Vec::new();
+    }
+    let limits = limits(st);
+    let input = input.clone();
+    let work = move || {
+        let prepared = PreparedInput::new(&input);
+        policies
+            .into_iter()
+            .map(|policy| {
+                let outcome = match (
+                    &prepared,
+                    terraplane_policy::Policy::compile(&policy.slug, &policy.body),
+                ) {
+                    (Err(e), _) => Err(e.to_string()),
+                    (_, Err(e)) => Err(format!("policy does not compile: {e}")),
+                    (Ok(input), Ok(compiled)) => {
+                        compiled.evaluate_input(kind, input, &limits).map_err(|e| e.to_string())
+                    }
+                };
+                Verdict { policy, outcome }
+            })
+            .collect::<Vec<_>>()
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(error = %e, "policy evaluation task failed");
+            Vec::new()
+        }
+    }
+}
+
+/// Stores verdicts on one input.
+pub async fn record(
+    scope: &TenantScope<'_>,
+    kind: PolicyType,
+    input: &serde_json::Value,
+    subject: &str,
+    run: Option<&Run>,
+    verdicts: &[Verdict],
+    now: chrono::DateTime<chrono::Utc>,
+) -> ApiResult<Vec<PolicyEvaluation>> {
+    if verdicts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let hash = terraplane_policy::input_hash(input);
+    let evaluations = verdicts
+        .iter()
+        .map(|v| NewEvaluation {
+            policy: v.policy.clone(),
+            run_id: run.map(|r| r.id.to_string()),
+            stack_id: run.map(|r| r.stack_id),
+            subject: subject.to_owned(),
+            outcome: v.outcome_word(kind).to_owned(),
+            messages: v.messages(kind),
+            result: match &v.outcome {
+                Ok(e) => serde_json::to_value(&e.rules).unwrap_or_default(),
+                Err(e) => serde_json::json!({ "error": e }),
+            },
+            sample: v.outcome.as_ref().is_ok_and(|e| e.sample),
+        })
+        .collect();
+    Ok(scope
+        .record_evaluations(kind.as_str(), input, &hash, evaluations, now)
+        .await?)
+}
+
+fn ns(t: chrono::DateTime<chrono::Utc>) -> i64 {
+    t.timestamp_nanos_opt().unwrap_or(i64::MAX)
+}
+
+/// A run as policies see it.
+pub fn run_info(run: &Run, stack: &Stack) -> RunInfo {
+    RunInfo {
+        id: run.id.to_string(),
+        run_type: run.run_type.as_str().into(),
+        state: run.state.as_str().into(),
+        branch: stack.branch.clone(),
+        commit: pin::CommitInfo {
+            branch: stack.branch.clone(),
+            hash: run.commit_sha.clone().unwrap_or_default(),
+            ..Default::default()
+        },
+        created_at_ns: ns(run.created_at),
+        updated_at_ns: ns(run.updated_at),
+        drift_detection: run.drift_detection,
+        flags: Vec::new(),
+        triggered_by: Some(run.triggered_by.clone()),
+        project_root: stack.project_root.clone(),
+        terraform_version: stack.tool_version.clone().unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+/// A stack as policies see it.
+pub fn stack_info(stack: &Stack) -> StackInfo {
+    StackInfo {
+        id: stack.slug.clone(),
+        name: stack.name.clone(),
+        branch: stack.branch.clone(),
+        labels: stack.labels.clone(),
+        autodeploy: stack.autodeploy,
+        repository: stack.repository.clone(),
+        project_root: stack.project_root.clone(),
+        terraform_version: stack.tool_version.clone().unwrap_or_default(),
+        locked_by: stack.lock.as_ref().map(|l| l.holder.clone()),
+        worker_pool: pin::WorkerPoolInfo {
+            id: stack.worker_pool.clone(),
+            name: stack.worker_pool.clone(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// Evaluates the plan policies of a run's stack on its plan (Terraform's JSON plan, before
+/// any redaction: sensitive values are hashed here) and stores the verdicts. The run's
+/// result applies them ([`plan_decision`]).
+pub async fn evaluate_plan(st: &AppState, run: &Run, stack: &Stack, plan_json: &serde_json::Value) -> ApiResult<()> {
+    let scope = st.store.scope(run.org_id);
+    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Plan))
+        .await?
+        .into_iter()
+        .map(|(x, _)| x)
+        .collect();
+    if policies.is_empty() {
+        return Ok(());
+    }
+    let now = st.clock.now();
+    let previous = scope.list_runs(stack.id, 20).await?.into_iter().find(|r| {
+        r.id != run.id && r.run_type == terraplane_domain::RunType::Tracked && r.created_at <= run.created_at
+    });
+    let ctx = PlanContext {
+        request_timestamp_ns: ns(now),
+        run: run_info(run, stack),
+        previous_run: previous.as_ref().map(|r| run_info(r, stack)),
+        stack: stack_info(stack),
+    };
+    let input = pin::plan_input(&ctx, plan_json);
+    let verdicts = evaluate(st, PolicyType::Plan, policies, &input).await;
+    for v in &verdicts {
+        tracing::info!(run_id = %run.id, policy = %v.policy.slug, outcome = v.outcome_word(PolicyType::Plan), "plan policy evaluated");
+    }
+    record(
+        &scope,
+        PolicyType::Plan,
+        &input,
+        &format!("run:{}", run.id),
+        Some(run),
+        &verdicts,
+        now,
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the plan policies decided for a run's latest plan.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PlanDecision {
+    /// Why the run fails (a deny or an evaluation error), if it does.
+    pub fail: Option<String>,
+    /// Warnings: the run waits for confirmation even on an autodeploy stack.
+    pub warnings: Vec<String>,
+}
+
+/// Reads the verdicts stored for the run's latest plan.
+pub async fn plan_decision(st: &AppState, run: &Run) -> ApiResult<PlanDecision> {
+    let all = run_evaluations(st, run.org_id, run.id).await?;
+    let plan: Vec<&(PolicyEvaluation, String)> = all
+        .iter()
+        .filter(|(e, _)| e.policy_type == PolicyType::Plan.as_str())
+        .collect();
+    let Some(latest) = plan.iter().map(|(e, _)| e.created_at).max() else {
+        return Ok(PlanDecision::default());
+    };
+    let latest: Vec<&&(PolicyEvaluation, String)> = plan.iter().filter(|(e, _)| e.created_at == latest).collect();
+    let errors: Vec<String> = latest
+        .iter()
+        .filter(|(e, _)| e.outcome == "error")
+        .flat_map(|(e, slug)| e.messages.iter().map(move |m| format!("plan policy {slug}: {m}")))
+        .collect();
+    let denies: Vec<String> = latest
+        .iter()
+        .filter(|(e, _)| e.outcome == "deny")
+        .flat_map(|(e, _)| rule_strings(e, "deny"))
+        .collect();
+    let fail = if !errors.is_empty() {
+        Some(errors.join("; "))
+    } else if !denies.is_empty() {
+        Some(format!("denied by plan policy: {}", denies.join("; ")))
+    } else {
+        None
+    };
+    Ok(PlanDecision {
+        fail,
+        warnings: latest.iter().flat_map(|(e, _)| rule_strings(e, "warn")).collect(),
+    })
+}
+
+/// The messages of a set rule in a stored result.
+fn rule_strings(e: &PolicyEvaluation, rule: &str) -> Vec<String> {
+    match e.result.get(rule) {
+        Some(serde_json::Value::Array(a)) => a.iter().filter_map(|m| m.as_str().map(str::to_owned)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The run's stored evaluations with their policies' slugs (a deleted policy shows its id).
+pub async fn run_evaluations(
+    st: &AppState,
+    org: terraplane_domain::OrgId,
+    run: RunId,
+) -> ApiResult<Vec<(PolicyEvaluation, String)>> {
+    let scope = st.store.scope(org);
+    let policies = scope.list_policies().await?;
+    Ok(scope
+        .run_policy_evaluations(&run.to_string())
+        .await?
+        .into_iter()
+        .map(|e| {
+            let slug = policies
+                .iter()
+                .find(|x| x.id == e.policy_id)
+                .map(|x| x.slug.clone())
+                .unwrap_or_else(|| e.policy_id.clone());
+            (e, slug)
+        })
+        .collect())
+}
+
+/// Replays a run's recorded input of the policy's type through the policy's current body,
+/// without storing anything: how the policy, as it is now, would have judged that run.
+pub async fn simulate(st: &AppState, p: &Principal, policy: &str, run: RunId) -> ApiResult<(Verdict, PolicyType)> {
+    let x = get_policy(st, p, policy, Action::Read).await?;
+    let kind = parse_type(&x.policy_type)?;
+    crate::service::get_run(st, p, run, Action::Read).await?;
+    let scope = st.store.scope(p.org);
+    let hash = scope
+        .run_policy_evaluations(&run.to_string())
+        .await?
+        .into_iter()
+        .rev()
+        .find(|e| e.policy_type == kind.as_str())
+        .map(|e| e.input_hash)
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "run {run} has no recorded {} policy input (no {} policy was evaluated for it)",
+                kind.as_str(),
+                kind.as_str()
+            ))
+        })?;
+    let (_, input) = scope.policy_input(&hash).await?;
+    let mut verdicts = evaluate(st, kind, vec![x], &input).await;
+    let v = verdicts
+        .pop()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the policy evaluation did not run")))?;
+    Ok((v, kind))
+}
+
+impl Verdict {
+    /// Outcome word, messages and each rule's value, as stored.
+    pub fn summary(&self, kind: PolicyType) -> (String, Vec<String>, serde_json::Value) {
+        (
+            self.outcome_word(kind).to_owned(),
+            self.messages(kind),
+            match &self.outcome {
+                Ok(e) => serde_json::to_value(&e.rules).unwrap_or_default(),
+                Err(e) => serde_json::json!({ "error": e }),
+            },
+        )
+    }
+}
