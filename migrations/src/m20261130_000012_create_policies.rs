@@ -115,6 +115,7 @@ impl MigrationTrait for Migration {
                 .col(string(n("reviewer")))
                 .col(string(n("reviewer_name")))
                 .col(text(n("teams")))
+                .col(string_len(n("stage"), 16))
                 .col(string_len(n("decision"), 16))
                 .col(text(n("note")))
                 .col(string_len_null(n("remote_ip"), 64))
@@ -125,7 +126,7 @@ impl MigrationTrait for Migration {
         m.alter_table(
             Table::alter()
                 .table(n("runs"))
-                .add_column(string_len_null(n("review_stage"), 16))
+                .add_column(string_len_null(n("review_stage"), 32))
                 .to_owned(),
         )
         .await?;
@@ -168,6 +169,9 @@ impl MigrationTrait for Migration {
                 false,
             ),
             ("run_reviews", "ix_run_reviews_run", vec!["run_id", "created_at"], false),
+            // A stack's unfinished runs (the scheduler's blocker and dispatch reads) by point
+            // lookups, however long its history.
+            ("runs", "ix_runs_stack_state", vec!["stack_id", "state"], false),
         ] {
             let mut i = Index::create();
             i.name(name).table(n(table));
@@ -183,6 +187,8 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        m.drop_index(Index::drop().name("ix_runs_stack_state").table(n("runs")).to_owned())
+            .await?;
         m.alter_table(
             Table::alter()
                 .table(n("runs"))

@@ -715,7 +715,8 @@ pub enum RunCommand {
         /// Commit to run (default: the branch's head)
         #[arg(long, value_name = "SHA")]
         commit: Option<String>,
-        /// Follow the run until it needs a decision or ends; exit 1 unless it succeeds
+        /// Follow the run until it needs a decision (confirmation or review) or ends; exit 1
+        /// unless it succeeds
         #[arg(long)]
         wait: bool,
     },
@@ -745,7 +746,7 @@ pub enum RunCommand {
         #[arg(value_name = "RUN")]
         run: String,
     },
-    /// Throw away an unconfirmed run's plan
+    /// Throw away an unconfirmed run's plan, or a run waiting for review
     Discard {
         #[arg(value_name = "RUN")]
         run: String,
@@ -755,6 +756,29 @@ pub enum RunCommand {
         #[arg(value_name = "RUN")]
         run: String,
     },
+    /// Approve or reject a run (QUEUED, PENDING_REVIEW or UNCONFIRMED); its approval
+    /// policies decide whose reviews count
+    Review {
+        #[arg(value_name = "RUN")]
+        run: String,
+        #[command(flatten)]
+        decision: ReviewDecisionArgs,
+        /// Why, kept with the review
+        #[arg(long)]
+        note: Option<String>,
+    },
+}
+
+/// Exactly one review decision.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct ReviewDecisionArgs {
+    /// Approve the run
+    #[arg(long)]
+    pub approve: bool,
+    /// Reject the run
+    #[arg(long)]
+    pub reject: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -1311,6 +1335,36 @@ mod tests {
         );
         assert!(
             matches!(parse(&["run", "cancel", "r1"])?.command, Command::Run(RunCommand::Cancel { run }) if run == "r1")
+        );
+        let Command::Run(RunCommand::Review { run, decision, note }) =
+            parse(&["run", "review", "r1", "--approve"])?.command
+        else {
+            panic!("not run review")
+        };
+        assert_eq!(
+            (run.as_str(), decision.approve, decision.reject, note),
+            ("r1", true, false, None)
+        );
+        let Command::Run(RunCommand::Review { decision, note, .. }) =
+            parse(&["run", "review", "r1", "--reject", "--note", "too big"])?.command
+        else {
+            panic!("not run review")
+        };
+        assert_eq!(
+            (decision.approve, decision.reject, note.as_deref()),
+            (false, true, Some("too big"))
+        );
+        assert_eq!(
+            usage_error(&["run", "review", "r1", "--approve", "--reject"]),
+            Some(ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(
+            usage_error(&["run", "review", "r1", "--note", "n"]),
+            Some(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            usage_error(&["run", "review", "--approve"]),
+            Some(ErrorKind::MissingRequiredArgument)
         );
         assert_eq!(
             usage_error(&["run", "list", "net", "--limit", "many"]),

@@ -20,9 +20,10 @@ pub use cli::{
     AwsIntegrationCreateArgs, Cli, Command, ContextCommand, ContextCreateArgs, DriftCommand, DriftReactionArg,
     DriftScheduleArgs, IntegrationCommand, KeyRole, LoginArgs, MemberRoleArgs, NotificationCommand,
     NotificationEndpointCommand, NotificationEndpointCreateArgs, NotificationEventArg, NotificationKindArg, OrgCommand,
-    OutputFormat, PolicyCommand, PolicyCreateArgs, PolicyTestArgs, PolicyTypeArg, PolicyUpdateArgs, RoleCommand,
-    RunCommand, SpaceCommand, SpaceCreateArgs, SpaceRole, StackCommand, StackCreateArgs, StackEnvArgs, StackEnvCommand,
-    StateCommand, SubjectArgs, TeamCommand, UserCommand, UserCreateArgs, VariableArgs, VariableKindArg,
+    OutputFormat, PolicyCommand, PolicyCreateArgs, PolicyTestArgs, PolicyTypeArg, PolicyUpdateArgs, ReviewDecisionArgs,
+    RoleCommand, RunCommand, SpaceCommand, SpaceCreateArgs, SpaceRole, StackCommand, StackCreateArgs, StackEnvArgs,
+    StackEnvCommand, StateCommand, SubjectArgs, TeamCommand, UserCommand, UserCreateArgs, VariableArgs,
+    VariableKindArg,
 };
 pub use config::EnvLookup;
 

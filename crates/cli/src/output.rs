@@ -6,7 +6,7 @@ use terraplane_client::{
     ApiKey, ApiKeyCreated, AuditEvent, AuditVerification, AwsIntegration, Context, ContextAttachment, DriftRecord,
     DriftSchedule, DriftedResource, EffectiveVariable, Member, NotificationDelivery, NotificationEndpoint,
     NotificationEvent, Organization, Policy, PolicyEvaluation, PolicySimulation, PolicyVersion, RoleBinding, Run,
-    RunEvent, Space, Stack, StackDrift, StateLockInfo, StateVersion, Team, Variable, VariableKind, Viewer,
+    RunEvent, RunReview, Space, Stack, StackDrift, StateLockInfo, StateVersion, Team, Variable, VariableKind, Viewer,
 };
 
 /// Columns separated by three spaces, each as wide as its widest cell; the last column is
@@ -891,6 +891,25 @@ fn policy_evaluations_table(evaluations: &[PolicyEvaluation]) -> String {
     t.render()
 }
 
+/// The "Reviews" section of `run show`, oldest first; a note stays on one line.
+pub fn run_reviews(reviews: &[RunReview]) -> String {
+    if reviews.is_empty() {
+        return "Reviews: none\n".to_owned();
+    }
+    let mut t = Table::new(["AT", "REVIEWER", "TEAMS", "STAGE", "DECISION", "NOTE"]);
+    for r in reviews {
+        t.row([
+            time(&r.created_at),
+            r.reviewer.clone(),
+            or_dash(Some(&r.teams.join(","))),
+            r.stage.to_string(),
+            r.decision.to_string(),
+            or_dash(Some(&escape_controls(&r.note))),
+        ]);
+    }
+    format!("Reviews:\n{}", t.render())
+}
+
 /// The "Policy evaluations" section of `run show`.
 pub fn run_policy_evaluations(evaluations: &[PolicyEvaluation]) -> String {
     if evaluations.is_empty() {
@@ -974,7 +993,8 @@ pub fn policy_simulation(s: &PolicySimulation) -> String {
 mod tests {
     use chrono::TimeZone;
     use terraplane_client::{
-        ApiKeyKind, DriftReaction, DriftStatus, NotificationKind, PlanSummary, RunState, RunType, StackLock,
+        ApiKeyKind, DriftReaction, DriftStatus, NotificationKind, PlanSummary, ReviewDecision, RunState, RunType,
+        StackLock,
     };
 
     use super::*;
@@ -1064,7 +1084,7 @@ mod tests {
                     destroy: 0,
                 }),
             ),
-            a_run("r-22", RunState::Other("PENDING_REVIEW".into()), None),
+            a_run("r-22", RunState::PendingReview, None),
         ];
         let expected = "\
 ID     TYPE      STATE            COMMIT       PLAN       TRIGGERED BY      CREATED
@@ -1685,6 +1705,44 @@ aws-prod   Prod   root    arn:aws:iam::1:role/tp   -               sts.amazonaws
             policy_simulation(&s).ends_with("\ndeny: d\nwarn: w\nmessage: deny in policy p\n\nVerdict: DENY\n"),
             "{}",
             policy_simulation(&s)
+        );
+    }
+
+    #[test]
+    fn run_reviews_list_who_decided_what_and_where() {
+        let review = |reviewer: &str, teams: &[&str], stage, decision, note: &str| RunReview {
+            reviewer: reviewer.into(),
+            teams: teams.iter().map(|t| (*t).to_owned()).collect(),
+            stage,
+            decision,
+            note: note.into(),
+            created_at: at(5),
+        };
+        assert_eq!(run_reviews(&[]), "Reviews: none\n");
+        let out = run_reviews(&[
+            review(
+                "ada@example.com",
+                &["infra-leads", "ops"],
+                RunState::Queued,
+                ReviewDecision::Approve,
+                "",
+            ),
+            review(
+                "bob@example.com",
+                &[],
+                RunState::Unconfirmed,
+                ReviewDecision::Reject,
+                "too big\nsplit it",
+            ),
+        ]);
+        assert_eq!(
+            out,
+            "\
+Reviews:
+AT                    REVIEWER          TEAMS             STAGE         DECISION   NOTE
+2026-03-01 12:00:05   ada@example.com   infra-leads,ops   QUEUED        APPROVE    -
+2026-03-01 12:00:05   bob@example.com   -                 UNCONFIRMED   REJECT     too big\\nsplit it
+"
         );
     }
 

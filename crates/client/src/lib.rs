@@ -151,6 +151,11 @@ macro_rules! policy_evaluation_fields {
         "id policy policyVersion type runId subject inputHash outcome messages result createdAt"
     };
 }
+macro_rules! run_review_fields {
+    () => {
+        "reviewer teams stage decision note createdAt"
+    };
+}
 macro_rules! policy_attachment_fields {
     () => {
         "policy stack"
@@ -574,6 +579,41 @@ impl Client {
     pub async fn run_cancel(&self, id: &str) -> Result<Run> {
         const Q: &str = concat!("mutation($id: ID!) { runCancel(id: $id) { ", run_fields!(), " } }");
         self.field(Q, json!({ "id": id }), "runCancel").await
+    }
+
+    /// Approves or rejects a run held, or about to be held, by approval policies (QUEUED,
+    /// PENDING_REVIEW or UNCONFIRMED; another state is `invalid_run_state`), returning the run
+    /// as the review left it.
+    pub async fn run_review(&self, id: &str, approve: bool, note: Option<&str>) -> Result<Run> {
+        const Q: &str = concat!(
+            "mutation($id: ID!, $decision: ReviewDecision!, $note: String) { ",
+            "runReview(id: $id, decision: $decision, note: $note) { ",
+            run_fields!(),
+            " } }"
+        );
+        let decision = if approve {
+            ReviewDecision::Approve
+        } else {
+            ReviewDecision::Reject
+        };
+        self.field(Q, json!({ "id": id, "decision": decision, "note": note }), "runReview")
+            .await
+    }
+
+    /// The reviews of a run, oldest first; an unknown run is `not_found`.
+    pub async fn run_reviews(&self, run_id: &str) -> Result<Vec<RunReview>> {
+        const Q: &str = concat!(
+            "query($id: ID!) { run(id: $id) { reviews { ",
+            run_review_fields!(),
+            " } } }"
+        );
+        #[derive(Deserialize)]
+        struct Reviews {
+            reviews: Vec<RunReview>,
+        }
+        let run: Option<Reviews> = self.field(Q, json!({ "id": run_id }), "run").await?;
+        run.map(|r| r.reviews)
+            .ok_or_else(|| ClientError::api("not_found", format!("run {run_id} not found")))
     }
 
     pub async fn state_versions(&self, stack_id: &str) -> Result<Vec<StateVersion>> {
@@ -1383,15 +1423,20 @@ mod tests {
             "driftDetection": false, "planSummary": {"add": 1, "change": 0, "destroy": 2},
             "hasChanges": true, "error": null, "outputs": null, "runnerId": null,
             "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:01Z",
-            "events": [{"state": "QUEUED", "note": null, "at": "2026-01-01T00:00:00Z"}]
+            "events": [
+                {"state": "QUEUED", "note": null, "at": "2026-01-01T00:00:00Z"},
+                {"state": "REPLANNING", "note": null, "at": "2026-01-01T00:00:00Z"}
+            ]
         }))?;
         assert_eq!(r.run_type, RunType::Proposed);
-        assert_eq!(r.state, RunState::Other("PENDING_REVIEW".into()));
+        assert_eq!(r.state, RunState::PendingReview);
         assert_eq!(r.events[0].state, RunState::Queued);
+        assert_eq!(r.events[1].state, RunState::Other("REPLANNING".into()));
         assert_eq!(r.plan_summary.map(|p| p.to_string()), Some("+1 ~0 -2".into()));
         let back = serde_json::to_value(&r)?;
         assert_eq!(back["type"], "PROPOSED");
         assert_eq!(back["state"], "PENDING_REVIEW");
+        assert_eq!(back["events"][1]["state"], "REPLANNING");
         Ok(())
     }
 

@@ -283,6 +283,7 @@ pub struct StackUpdateInput {
 #[serde(from = "String", into = "String")]
 pub enum RunState {
     Queued,
+    PendingReview,
     Preparing,
     Initializing,
     Planning,
@@ -300,6 +301,7 @@ impl RunState {
     pub fn as_str(&self) -> &str {
         match self {
             RunState::Queued => "QUEUED",
+            RunState::PendingReview => "PENDING_REVIEW",
             RunState::Preparing => "PREPARING",
             RunState::Initializing => "INITIALIZING",
             RunState::Planning => "PLANNING",
@@ -319,6 +321,7 @@ impl From<String> for RunState {
     fn from(s: String) -> Self {
         match s.as_str() {
             "QUEUED" => RunState::Queued,
+            "PENDING_REVIEW" => RunState::PendingReview,
             "PREPARING" => RunState::Preparing,
             "INITIALIZING" => RunState::Initializing,
             "PLANNING" => RunState::Planning,
@@ -1184,6 +1187,32 @@ pub struct PolicyEvaluation {
     pub messages: Vec<String>,
     /// Each defined rule's value (`{"error": …}` when the evaluation failed).
     pub result: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+}
+
+wire_enum! {
+    /// What a review decides.
+    ReviewDecision {
+        Approve => "APPROVE",
+        Reject => "REJECT",
+    }
+}
+
+/// A person's review of a run ([`crate::Client::run_reviews`]); approval policies read the
+/// reviews, each reviewer's latest at the run's current stage counting.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReview {
+    /// The reviewer's login (email, or an API key's name).
+    pub reviewer: String,
+    /// Slugs of the reviewer's teams when they reviewed.
+    pub teams: Vec<String>,
+    /// Where the run was held when it was reviewed: `QUEUED` (before planning) or
+    /// `UNCONFIRMED` (its plan waiting for confirmation).
+    pub stage: RunState,
+    pub decision: ReviewDecision,
+    /// Empty when the reviewer gave none.
+    pub note: String,
     pub created_at: DateTime<Utc>,
 }
 

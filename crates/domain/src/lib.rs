@@ -17,5 +17,5 @@ pub mod vars;
 pub use access::{Access, Role, SpaceNode};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::*;
-pub use run::{RunEvent, RunPhase, RunState, RunType, TransitionError};
+pub use run::{ReviewStage, RunEvent, RunPhase, RunState, RunType, TransitionError};
 pub use slug::{Slug, SlugError};

@@ -15,6 +15,9 @@ pub enum RunType {
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RunState {
     Queued,
+    /// Waiting for reviews that approval policies ask for (before planning, or before the
+    /// plan may be confirmed).
+    PendingReview,
     Preparing,
     Initializing,
     Planning,
@@ -25,6 +28,43 @@ pub enum RunState {
     Failed,
     Discarded,
     Canceled,
+}
+
+/// Where an approval policy holds a run: when it was queued (nothing ran yet) or when its
+/// plan waits for confirmation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReviewStage {
+    Queued,
+    Unconfirmed,
+}
+
+impl ReviewStage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewStage::Queued => "QUEUED",
+            ReviewStage::Unconfirmed => "UNCONFIRMED",
+        }
+    }
+
+    /// The state the run is in at this stage, and returns to once approved.
+    pub fn state(self) -> RunState {
+        match self {
+            ReviewStage::Queued => RunState::Queued,
+            ReviewStage::Unconfirmed => RunState::Unconfirmed,
+        }
+    }
+}
+
+impl FromStr for ReviewStage {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "QUEUED" => Ok(ReviewStage::Queued),
+            "UNCONFIRMED" => Ok(ReviewStage::Unconfirmed),
+            _ => Err(format!("unknown review stage {s:?}")),
+        }
+    }
 }
 
 /// Which half of a run a runner executes.
@@ -55,6 +95,10 @@ pub enum RunEvent {
     ApplyFinished,
     Fail,
     Cancel,
+    /// Approval policies neither approve nor reject yet: wait for reviews.
+    RequireReview,
+    /// Approval policies approve: back to where the run was held.
+    Approve(ReviewStage),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -77,13 +121,16 @@ impl RunEvent {
             RunEvent::ApplyFinished => "finish applying",
             RunEvent::Fail => "fail",
             RunEvent::Cancel => "cancel",
+            RunEvent::RequireReview => "wait for review",
+            RunEvent::Approve(_) => "approve",
         }
     }
 }
 
 impl RunState {
-    pub const ALL: [RunState; 11] = [
+    pub const ALL: [RunState; 12] = [
         RunState::Queued,
+        RunState::PendingReview,
         RunState::Preparing,
         RunState::Initializing,
         RunState::Planning,
@@ -131,15 +178,18 @@ impl RunState {
                 (true, RunType::Tracked) => Unconfirmed,
             }),
             (Unconfirmed, RunEvent::Confirm) => Some(Confirmed),
-            (Unconfirmed, RunEvent::Discard) => Some(Discarded),
+            (Unconfirmed | PendingReview, RunEvent::Discard) => Some(Discarded),
+            (Queued | Unconfirmed, RunEvent::RequireReview) => Some(PendingReview),
+            (PendingReview, RunEvent::Approve(stage)) => Some(stage.state()),
             (Confirmed, RunEvent::ClaimApply) => Some(Applying),
             (Applying, RunEvent::ApplyFinished) => Some(Finished),
             (s, RunEvent::Fail) if !s.is_terminal() => Some(Failed),
             // An apply in progress cannot be canceled: stopping terraform mid-apply loses
             // track of real infrastructure. Everything before it can.
-            (Queued | Preparing | Initializing | Planning | Unconfirmed | Confirmed, RunEvent::Cancel) => {
-                Some(Canceled)
-            }
+            (
+                Queued | PendingReview | Preparing | Initializing | Planning | Unconfirmed | Confirmed,
+                RunEvent::Cancel,
+            ) => Some(Canceled),
             _ => None,
         };
         next.ok_or(TransitionError {
@@ -151,6 +201,7 @@ impl RunState {
     pub fn as_str(self) -> &'static str {
         match self {
             RunState::Queued => "QUEUED",
+            RunState::PendingReview => "PENDING_REVIEW",
             RunState::Preparing => "PREPARING",
             RunState::Initializing => "INITIALIZING",
             RunState::Planning => "PLANNING",
@@ -236,6 +287,28 @@ mod tests {
         assert_eq!(s, RunState::Unconfirmed);
         let s = s.apply(&RunEvent::Confirm)?.apply(&RunEvent::ClaimApply)?;
         assert_eq!(s.apply(&RunEvent::ApplyFinished)?, RunState::Finished);
+        Ok(())
+    }
+
+    #[test]
+    fn reviews_hold_and_release_runs() -> Result<(), TransitionError> {
+        let held = RunState::Queued.apply(&RunEvent::RequireReview)?;
+        assert_eq!(held, RunState::PendingReview);
+        assert_eq!(held.apply(&RunEvent::Approve(ReviewStage::Queued))?, RunState::Queued);
+        let held = RunState::Unconfirmed.apply(&RunEvent::RequireReview)?;
+        assert_eq!(
+            held.apply(&RunEvent::Approve(ReviewStage::Unconfirmed))?,
+            RunState::Unconfirmed
+        );
+        // A held run is neither confirmed nor claimed; it can be rejected (failed),
+        // discarded or canceled.
+        assert!(held.apply(&RunEvent::Confirm).is_err());
+        assert!(held.apply(&RunEvent::ClaimPlan).is_err());
+        assert_eq!(held.apply(&RunEvent::Fail)?, RunState::Failed);
+        assert_eq!(held.apply(&RunEvent::Discard)?, RunState::Discarded);
+        assert_eq!(held.apply(&RunEvent::Cancel)?, RunState::Canceled);
+        assert!(RunState::Planning.apply(&RunEvent::RequireReview).is_err());
+        assert!(RunState::Queued.apply(&RunEvent::Approve(ReviewStage::Queued)).is_err());
         Ok(())
     }
 

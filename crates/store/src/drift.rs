@@ -14,7 +14,7 @@ use terraplane_domain::drift::{DriftStatus, DriftedResource, Reaction};
 use terraplane_domain::{OrgId, RunId, RunState, StackId};
 
 use crate::runs::{NewRun, event_model, queued_run_model};
-use crate::tenant::terminal_states;
+use crate::tenant::unfinished_states;
 
 use crate::entities::*;
 use crate::error::{Result, StoreError};
@@ -311,7 +311,7 @@ async fn drift_check_blockers(db: &impl ConnectionTrait, stacks: &[StackId]) -> 
         let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
         let unfinished = runs::Entity::find()
             .filter(runs::Column::StackId.is_in(ids.clone()))
-            .filter(runs::Column::State.is_not_in(terminal_states()))
+            .filter(runs::Column::State.is_in(unfinished_states()))
             .filter(
                 sea_orm::Condition::any()
                     .add(runs::Column::RunType.eq(RunType::Tracked.as_str()))
@@ -427,6 +427,21 @@ impl crate::Store {
             }
         }
         let ids: Vec<StackId> = stacks.iter().map(|(_, id, _)| *id).collect();
+        // Concurrent passes (or schedulers) firing schedules of the same stack take turns
+        // here, in one order, so the second sees the first's check as a blocker.
+        let mut locked: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        locked.sort();
+        for chunk in locked.chunks(crate::IN_CHUNK) {
+            let _: Vec<String> = stacks::Entity::find()
+                .select_only()
+                .column(stacks::Column::Id)
+                .filter(stacks::Column::Id.is_in(chunk.to_vec()))
+                .order_by_asc(stacks::Column::Id)
+                .lock(LockType::Update)
+                .into_tuple()
+                .all(&tx)
+                .await?;
+        }
         let mut blocked = drift_check_blockers(&tx, &ids).await?;
         let mut runs = Vec::new();
         let mut events = Vec::new();

@@ -697,3 +697,24 @@ pub mod policy_samples {
     }
     no_relations!();
 }
+
+pub mod run_reviews {
+    use sea_orm::entity::prelude::*;
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "run_reviews")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub org_id: String,
+        pub run_id: String,
+        pub reviewer: String,
+        pub reviewer_name: String,
+        pub teams: String,
+        pub stage: String,
+        pub decision: String,
+        pub note: String,
+        pub remote_ip: Option<String>,
+        pub created_at: DateTimeUtc,
+    }
+    no_relations!();
+}

@@ -42,7 +42,9 @@ pub use drift::{DriftOutcome, DriftRecord, DriftSchedule, FiredSchedules};
 use entities::*;
 pub use error::{Result, StoreError};
 pub use notify::{Attempt, Delivery, DeliveryStatus, NewEndpoint, NotificationEndpoint};
-pub use policy::{NewEvaluation, NewPolicy, Policy, PolicyEvaluation, PolicyPatch, PolicyVersion, SAMPLES_KEPT};
+pub use policy::{
+    NewEvaluation, NewPolicy, Policy, PolicyEvaluation, PolicyPatch, PolicyVersion, RunReview, SAMPLES_KEPT,
+};
 pub use records::*;
 pub use runs::ExpiredRun;
 pub use runs::{NewRun, RunUpdate};
@@ -113,6 +115,13 @@ impl Store {
             crypto::Keyring::new(master).with_previous(previous),
         ));
         self
+    }
+
+    /// Refreshes the planner's statistics (`ANALYZE`), as autovacuum does on a live
+    /// PostgreSQL; for benchmarks and bulk loads.
+    pub async fn analyze(&self) -> Result<()> {
+        self.db.execute_unprepared("ANALYZE").await?;
+        Ok(())
     }
 
     pub fn scope(&self, org: OrgId) -> TenantScope<'_> {

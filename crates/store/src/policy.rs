@@ -137,6 +137,40 @@ pub struct NewEvaluation {
     pub sample: bool,
 }
 
+/// A review of a run (`APPROVE` or `REJECT`), given at a stage (`QUEUED` or `UNCONFIRMED`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunReview {
+    pub id: String,
+    pub run_id: String,
+    /// The reviewer's login (email, or an API key's name).
+    pub reviewer: String,
+    pub reviewer_name: String,
+    /// The reviewer's teams when the review was given.
+    pub teams: Vec<String>,
+    pub stage: String,
+    pub decision: String,
+    pub note: String,
+    pub remote_ip: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<run_reviews::Model> for RunReview {
+    fn from(m: run_reviews::Model) -> Self {
+        Self {
+            teams: serde_json::from_str(&m.teams).unwrap_or_default(),
+            id: m.id,
+            run_id: m.run_id,
+            reviewer: m.reviewer,
+            reviewer_name: m.reviewer_name,
+            stage: m.stage,
+            decision: m.decision,
+            note: m.note,
+            remote_ip: m.remote_ip,
+            created_at: m.created_at,
+        }
+    }
+}
+
 fn json_list(v: &[String]) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
 }
@@ -428,6 +462,55 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             out.push(m.try_into()?);
         }
         Ok(out)
+    }
+
+    /// Records a review of a run.
+    pub async fn add_review(&self, r: RunReview) -> Result<RunReview> {
+        run_reviews::ActiveModel {
+            id: Set(r.id),
+            org_id: Set(self.org_s.clone()),
+            run_id: Set(r.run_id),
+            reviewer: Set(r.reviewer),
+            reviewer_name: Set(r.reviewer_name),
+            teams: Set(json_list(&r.teams)),
+            stage: Set(r.stage),
+            decision: Set(r.decision),
+            note: Set(r.note),
+            remote_ip: Set(r.remote_ip),
+            created_at: Set(r.created_at),
+        }
+        .insert(self.db)
+        .await
+        .map(RunReview::from)
+        .map_err(Into::into)
+    }
+
+    /// A run's reviews, oldest first.
+    pub async fn run_reviews(&self, run_id: &str) -> Result<Vec<RunReview>> {
+        Ok(run_reviews::Entity::find()
+            .filter(run_reviews::Column::OrgId.eq(self.org_s.clone()))
+            .filter(run_reviews::Column::RunId.eq(run_id))
+            .order_by_asc(run_reviews::Column::CreatedAt)
+            .order_by_asc(run_reviews::Column::Id)
+            .all(self.db)
+            .await?
+            .into_iter()
+            .map(RunReview::from)
+            .collect())
+    }
+
+    /// Notes where approval policies judged a run, without moving it.
+    pub async fn set_review_stage(&self, run: terraplane_domain::RunId, stage: &str) -> Result<()> {
+        runs::Entity::update_many()
+            .col_expr(
+                runs::Column::ReviewStage,
+                sea_orm::sea_query::Expr::value(stage.to_owned()),
+            )
+            .filter(runs::Column::OrgId.eq(self.org_s.clone()))
+            .filter(runs::Column::Id.eq(run.to_string()))
+            .exec(self.db)
+            .await?;
+        Ok(())
     }
 
     /// The evaluations made for a run, oldest first.

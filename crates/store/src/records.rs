@@ -185,6 +185,9 @@ pub struct Run {
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub dispatched_at: Option<DateTime<Utc>>,
     pub held_since: Option<DateTime<Utc>>,
+    /// Where approval policies last judged the run: `QUEUED:PENDING`, `QUEUED:APPROVED`,
+    /// `UNCONFIRMED:PENDING` or `UNCONFIRMED:APPROVED` (none when no approval policy ran).
+    pub review_stage: Option<String>,
     pub cancel_requested: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -216,6 +219,7 @@ impl TryFrom<runs::Model> for Run {
             lease_expires_at: m.lease_expires_at,
             dispatched_at: m.dispatched_at,
             held_since: m.held_since,
+            review_stage: m.review_stage,
             cancel_requested: m.cancel_requested,
             created_at: m.created_at,
             updated_at: m.updated_at,

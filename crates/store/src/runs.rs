@@ -17,7 +17,7 @@ use crate::Store;
 use crate::entities::*;
 use crate::error::{Result, StoreError};
 use crate::records::*;
-use crate::tenant::{TenantScope, terminal_states};
+use crate::tenant::TenantScope;
 
 #[derive(Clone, Debug)]
 pub struct NewRun {
@@ -56,6 +56,8 @@ pub struct RunUpdate {
     pub fencing_token: Option<i64>,
     /// Only a run still in this state moves (a decision taken on a snapshot).
     pub expect_state: Option<RunState>,
+    /// Where approval policies now hold or released the run (see `Run::review_stage`).
+    pub review_stage: Option<String>,
 }
 
 impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
@@ -233,8 +235,11 @@ async fn transition(
         cols.push((runs::Column::LeaseExpiresAt, Expr::value(Option::<DateTime<Utc>>::None)));
         cols.push((runs::Column::HeldSince, Expr::value(Option::<DateTime<Utc>>::None)));
     }
-    if next == RunState::Confirmed {
-        // The apply phase is dispatched afresh.
+    if let Some(r) = &upd.review_stage {
+        cols.push((runs::Column::ReviewStage, Expr::value(r.clone())));
+    }
+    if next == RunState::Confirmed || (next == RunState::Queued && current == RunState::PendingReview) {
+        // The apply phase, or a run released by its reviewers, is dispatched afresh.
         cols.push((runs::Column::DispatchedAt, Expr::value(Option::<DateTime<Utc>>::None)));
     }
     if let Some(e) = &upd.error {
@@ -351,7 +356,7 @@ impl Store {
         for chunk in stacks.chunks(crate::IN_CHUNK) {
             let rows = runs::Entity::find()
                 .filter(runs::Column::StackId.is_in(chunk.iter().map(ToString::to_string)))
-                .filter(runs::Column::State.is_not_in(terminal_states()))
+                .filter(runs::Column::State.is_in(crate::tenant::unfinished_states()))
                 .all(&self.db)
                 .await?;
             for m in rows {

@@ -578,6 +578,15 @@ impl<'a, C: ConnectionTrait + TransactionTrait> TenantScope<'a, C> {
     }
 }
 
+/// The states of runs not yet ended (point lookups in `ix_runs_stack_state`).
+pub(crate) fn unfinished_states() -> Vec<String> {
+    RunState::ALL
+        .into_iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| s.as_str().to_owned())
+        .collect()
+}
+
 pub(crate) fn terminal_states() -> Vec<String> {
     RunState::ALL
         .into_iter()

@@ -117,6 +117,8 @@ fn parse_run_id(id: &ID) -> ApiResult<RunId> {
 #[graphql(name = "RunState", remote = "terraplane_domain::RunState")]
 pub enum GqlRunState {
     Queued,
+    /// Held by approval policies until reviews approve it.
+    PendingReview,
     Preparing,
     Initializing,
     Planning,
@@ -423,6 +425,17 @@ impl Run {
             .await
             .map_err(ApiError::from)?;
         Ok(chunks.into_iter().map(Into::into).collect())
+    }
+    /// Reviews of this run, oldest first.
+    async fn reviews(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<crate::graphql_policy::RunReview>> {
+        let p = principal(ctx)?;
+        let list = state(ctx)
+            .store
+            .scope(p.org)
+            .run_reviews(&self.run.id.to_string())
+            .await
+            .map_err(ApiError::from)?;
+        Ok(list.into_iter().map(crate::graphql_policy::review_gql).collect())
     }
     /// Policy evaluations made for this run, oldest first.
     async fn policy_evaluations(

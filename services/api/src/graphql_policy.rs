@@ -211,6 +211,39 @@ pub struct PolicySimulation {
     result: Json<serde_json::Value>,
 }
 
+#[derive(async_graphql::Enum, Copy, Clone, Eq, PartialEq, Debug)]
+pub enum ReviewDecision {
+    Approve,
+    Reject,
+}
+
+/// A review of a run.
+#[derive(SimpleObject)]
+pub struct RunReview {
+    reviewer: String,
+    teams: Vec<String>,
+    /// QUEUED or UNCONFIRMED: where the run was when it was reviewed.
+    stage: String,
+    decision: ReviewDecision,
+    note: String,
+    created_at: DateTime<Utc>,
+}
+
+pub(crate) fn review_gql(r: terraplane_store::RunReview) -> RunReview {
+    RunReview {
+        reviewer: r.reviewer,
+        teams: r.teams,
+        stage: r.stage,
+        decision: if r.decision == "APPROVE" {
+            ReviewDecision::Approve
+        } else {
+            ReviewDecision::Reject
+        },
+        note: r.note,
+        created_at: r.created_at,
+    }
+}
+
 #[derive(Default)]
 pub struct PolicyQuery;
 
@@ -292,6 +325,24 @@ impl PolicyMutation {
         Ok(Policy {
             p: policy::update_policy(state(ctx), p, &id, patch).await?,
         })
+    }
+
+    /// Reviews a run (QUEUED, PENDING_REVIEW or UNCONFIRMED): approval policies read the
+    /// reviews, each reviewer's latest at the run's current stage counting.
+    async fn run_review(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+        decision: ReviewDecision,
+        note: Option<String>,
+    ) -> async_graphql::Result<crate::graphql::Run> {
+        let p = principal(ctx)?;
+        let run_id = id
+            .parse::<terraplane_domain::RunId>()
+            .map_err(|_| ApiError::NotFound("run"))?;
+        let run = policy::review_run(state(ctx), p, run_id, decision == ReviewDecision::Approve, note).await?;
+        let (run, stack) = crate::service::get_run(state(ctx), p, run.id, Action::Read).await?;
+        Ok(crate::graphql::Run::new(run, stack.slug))
     }
 
     async fn policy_delete(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Policy> {

@@ -573,3 +573,351 @@ impl Verdict {
         )
     }
 }
+
+/// What the approval policies of a stack say about a run.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Approval {
+    /// No approval policy applies.
+    NoPolicies,
+    Approve,
+    /// A policy rejected the run (or failed): why.
+    Reject(String),
+    Undecided,
+}
+
+/// Evaluates the stack's approval policies on a run at `stage`, with the reviews given at
+/// that stage (each reviewer's latest) as current and the rest as older, and stores the
+/// verdicts. Any reject (or failed evaluation) rejects; all must approve to approve.
+pub async fn judge_approval(
+    st: &AppState,
+    run: &Run,
+    stack: &Stack,
+    stage: terraplane_domain::ReviewStage,
+) -> ApiResult<Approval> {
+    let scope = st.store.scope(run.org_id);
+    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Approval))
+        .await?
+        .into_iter()
+        .map(|(x, _)| x)
+        .collect();
+    if policies.is_empty() {
+        return Ok(Approval::NoPolicies);
+    }
+    let reviews = scope.run_reviews(&run.id.to_string()).await?;
+    let mut current: Vec<&terraplane_store::RunReview> = Vec::new();
+    let mut older: Vec<&terraplane_store::RunReview> = Vec::new();
+    for r in reviews.iter().rev() {
+        if r.stage == stage.as_str() && !current.iter().any(|c| c.reviewer == r.reviewer) {
+            current.push(r);
+        } else {
+            older.push(r);
+        }
+    }
+    let review = |r: &&terraplane_store::RunReview| pin::Review {
+        author: r.reviewer.clone(),
+        state: r.stage.clone(),
+        request: pin::RequestInfo {
+            remote_ip: r.remote_ip.clone(),
+            timestamp_ns: ns(r.created_at),
+        },
+        session: pin::SessionInfo {
+            login: r.reviewer.clone(),
+            name: r.reviewer_name.clone(),
+            teams: r.teams.clone(),
+        },
+    };
+    let changes = match scope.get_plan(run.id).await {
+        Ok(plan) => serde_json::from_str(&plan.plan_json)
+            .map(|v| pin::run_changes(&v))
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let ctx = pin::ApprovalContext {
+        approvals: current.iter().filter(|r| r.decision == "APPROVE").map(review).collect(),
+        rejections: current.iter().filter(|r| r.decision == "REJECT").map(review).collect(),
+        older: older.iter().map(review).collect(),
+        run: run_info(run, stack),
+        run_changes: changes,
+        stack: stack_info(stack),
+    };
+    let input = pin::approval_input(&ctx);
+    let verdicts = evaluate(st, PolicyType::Approval, policies, &input).await;
+    record(
+        &scope,
+        PolicyType::Approval,
+        &input,
+        &format!("run:{}", run.id),
+        Some(run),
+        &verdicts,
+        st.clock.now(),
+    )
+    .await?;
+    let mut rejected = Vec::new();
+    let mut all_approve = true;
+    for v in &verdicts {
+        match &v.outcome {
+            Err(e) => rejected.push(format!("approval policy {}: {e}", v.policy.slug)),
+            Ok(e) if e.reject => rejected.push(format!("rejected by approval policy {}", v.policy.slug)),
+            Ok(e) => all_approve &= e.approve,
+        }
+    }
+    Ok(if !rejected.is_empty() {
+        Approval::Reject(rejected.join("; "))
+    } else if all_approve {
+        Approval::Approve
+    } else {
+        Approval::Undecided
+    })
+}
+
+/// Applies the approval policies to a run at `stage` (the run is in that stage's state, or
+/// PENDING_REVIEW from it): approve releases or keeps it, undecided holds it in
+/// PENDING_REVIEW, reject fails it. Returns the run as it is afterwards.
+pub async fn apply_approval(
+    st: &AppState,
+    run: Run,
+    stack: &Stack,
+    stage: terraplane_domain::ReviewStage,
+) -> ApiResult<Run> {
+    use terraplane_domain::{RunEvent, RunState};
+    use terraplane_store::RunUpdate;
+    let decision = judge_approval(st, &run, stack, stage).await?;
+    let scope = st.store.scope(run.org_id);
+    let now = st.clock.now();
+    let upd = |note: &str, review: Option<String>, error: Option<String>| RunUpdate {
+        note: Some(note.to_owned()),
+        error,
+        review_stage: review,
+        expect_state: Some(run.state),
+        ..Default::default()
+    };
+    let approved = format!("{}:APPROVED", stage.as_str());
+    let after = match decision {
+        Approval::NoPolicies => return Ok(run),
+        Approval::Approve if run.state == RunState::PendingReview => {
+            scope
+                .transition_run(
+                    run.id,
+                    RunEvent::Approve(stage),
+                    upd("approved by its reviewers", Some(approved), None),
+                    now,
+                )
+                .await?
+        }
+        Approval::Approve => {
+            scope.set_review_stage(run.id, &approved).await?;
+            scope.get_run(run.id).await?
+        }
+        Approval::Undecided if run.state == stage.state() => {
+            let held = scope
+                .transition_run(
+                    run.id,
+                    RunEvent::RequireReview,
+                    upd(
+                        "waiting for review (approval policy)",
+                        Some(format!("{}:PENDING", stage.as_str())),
+                        None,
+                    ),
+                    now,
+                )
+                .await?;
+            if let Err(e) = scope
+                .notify(
+                    terraplane_domain::notify::EventKind::RunPendingReview,
+                    stack,
+                    Some(held.id.to_string()),
+                    format!("run {} is waiting for review", held.id),
+                    Vec::new(),
+                    None,
+                    &st.public_url,
+                    now,
+                )
+                .await
+            {
+                tracing::error!(run_id = %held.id, error = %e, "cannot queue the notification");
+            }
+            held
+        }
+        Approval::Undecided => return Ok(run),
+        Approval::Reject(reason) => {
+            let failed = scope
+                .transition_run(run.id, RunEvent::Fail, upd(&reason, None, Some(reason.clone())), now)
+                .await?;
+            crate::notify::after_transition(st, &failed, stack).await;
+            failed
+        }
+    };
+    st.bus.publish(crate::bus::BusEvent::RunChanged(after.id));
+    if after.state == RunState::Queued {
+        st.kick_scheduler();
+    }
+    Ok(after)
+}
+
+/// A review of a run by the caller: stored, then, when the run waits in PENDING_REVIEW,
+/// the approval policies judge it again. Reviews are taken while a run is QUEUED,
+/// PENDING_REVIEW or UNCONFIRMED; anyone who can read the stack may review, and the
+/// policies decide whose reviews count.
+pub async fn review_run(
+    st: &AppState,
+    p: &Principal,
+    id: RunId,
+    approve: bool,
+    note: Option<String>,
+) -> ApiResult<Run> {
+    use terraplane_domain::{ReviewStage, RunState};
+    let (run, stack) = crate::service::get_run(st, p, id, Action::Read).await?;
+    let stage = match run.state {
+        RunState::Queued => ReviewStage::Queued,
+        RunState::Unconfirmed => ReviewStage::Unconfirmed,
+        RunState::PendingReview => match run.review_stage.as_deref() {
+            Some(s) if s.starts_with("UNCONFIRMED") => ReviewStage::Unconfirmed,
+            _ => ReviewStage::Queued,
+        },
+        s => {
+            return Err(ApiError::conflict(
+                "invalid_run_state",
+                format!("run is {s}; reviews are taken while a run is QUEUED, PENDING_REVIEW or UNCONFIRMED"),
+            ));
+        }
+    };
+    let note = note.unwrap_or_default();
+    if note.len() > 4096 {
+        return Err(ApiError::BadRequest("a review note is at most 4096 bytes".into()));
+    }
+    let scope = st.store.scope(p.org);
+    let teams = match crate::service::user_id(p) {
+        Some(uid) => {
+            let mut out = Vec::new();
+            for t in scope.list_teams().await? {
+                if scope.list_team_members(t.id).await?.contains(&uid) {
+                    out.push(t.slug);
+                }
+            }
+            out
+        }
+        None => Vec::new(),
+    };
+    let now = st.clock.now();
+    let decision = if approve { "APPROVE" } else { "REJECT" };
+    let tx = st.store.begin().await?;
+    tx.scope(p.org)
+        .add_review(terraplane_store::RunReview {
+            id: uuid::Uuid::now_v7().to_string(),
+            run_id: run.id.to_string(),
+            reviewer: p.name(),
+            reviewer_name: p.name(),
+            teams,
+            stage: stage.as_str().into(),
+            decision: decision.into(),
+            note: note.clone(),
+            remote_ip: p.meta.client_ip.clone(),
+            created_at: now,
+        })
+        .await?;
+    tx.scope(p.org)
+        .append_audit(
+            event(
+                p,
+                "run.review",
+                "run",
+                run.id.to_string(),
+                None,
+                Some(serde_json::json!({ "decision": decision, "note": note, "stage": stage.as_str() })),
+            ),
+            now,
+        )
+        .await?;
+    tx.commit().await?;
+    if run.state == RunState::PendingReview {
+        return apply_approval(st, run, &stack, stage).await;
+    }
+    Ok(run)
+}
+
+/// After a tracked run FINISHED: the stack's trigger policies name the stacks (by id) whose
+/// tracked runs to queue next. Unknown names are recorded on the evaluation and skipped.
+/// Returns the runs queued.
+pub async fn after_finished(st: &AppState, run: &Run, stack: &Stack) -> ApiResult<Vec<Run>> {
+    use terraplane_domain::{RunState, RunType};
+    if run.state != RunState::Finished || run.run_type != RunType::Tracked || run.drift_detection {
+        return Ok(Vec::new());
+    }
+    let scope = st.store.scope(run.org_id);
+    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Trigger))
+        .await?
+        .into_iter()
+        .map(|(x, _)| x)
+        .collect();
+    if policies.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stacks = scope.list_stacks().await?;
+    let changes = match scope.get_plan(run.id).await {
+        Ok(plan) => serde_json::from_str(&plan.plan_json)
+            .map(|v| pin::run_changes(&v))
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let ctx = pin::TriggerContext {
+        run: run_info(run, stack),
+        run_changes: changes,
+        stack: stack_info(stack),
+        stacks: stacks.iter().map(stack_info).collect(),
+    };
+    let input = pin::trigger_input(&ctx);
+    let verdicts = evaluate(st, PolicyType::Trigger, policies, &input).await;
+    let now = st.clock.now();
+    record(
+        &scope,
+        PolicyType::Trigger,
+        &input,
+        &format!("run:{}", run.id),
+        Some(run),
+        &verdicts,
+        now,
+    )
+    .await?;
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for v in &verdicts {
+        match &v.outcome {
+            Ok(e) => {
+                for t in &e.trigger {
+                    if !wanted.iter().any(|(s, _)| s == t) {
+                        wanted.push((t.clone(), v.policy.slug.clone()));
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(run_id = %run.id, policy = %v.policy.slug, error = %e, "trigger policy failed"),
+        }
+    }
+    let mut queued = Vec::new();
+    for (target, policy) in wanted {
+        let Some(next) = stacks.iter().find(|s| s.slug == target) else {
+            tracing::warn!(run_id = %run.id, %policy, stack = %target, "trigger policy names an unknown stack");
+            continue;
+        };
+        let new = terraplane_store::NewRun {
+            stack_id: next.id,
+            run_type: RunType::Tracked,
+            commit_sha: None,
+            triggered_by: format!("trigger policy {policy} (run {} of {})", run.id, stack.slug),
+            trigger_kind: "trigger".into(),
+            drift_detection: false,
+        };
+        match scope.create_run(new, "trigger", now).await {
+            Ok(r) => {
+                tracing::info!(run_id = %r.id, stack = %next.slug, from = %run.id, "run queued by a trigger policy");
+                let r = apply_approval(st, r, next, terraplane_domain::ReviewStage::Queued).await?;
+                st.bus.publish(crate::bus::BusEvent::RunChanged(r.id));
+                queued.push(r);
+            }
+            // A locked stack refuses the run; the evaluation stays on record.
+            Err(e) => tracing::warn!(stack = %next.slug, error = %e, "a trigger policy's run was refused"),
+        }
+    }
+    if !queued.is_empty() {
+        st.kick_scheduler();
+    }
+    Ok(queued)
+}

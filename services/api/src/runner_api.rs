@@ -95,6 +95,22 @@ async fn claim(
     let now = st.clock.now();
     let lease_until = now + chrono::Duration::seconds(st.cfg.scheduler.lease_secs as i64);
     let runner_id: String = body.runner_id.chars().take(128).collect();
+    // Approval policies judge a queued run before anything runs (once: runs queued through
+    // the api were judged when they were queued).
+    if body.phase == RunPhase::Plan
+        && let Ok(run) = st.store.get_run_any(id).await
+        && run.state == RunState::Queued
+        && run.review_stage.is_none()
+    {
+        let stack = st.store.scope(run.org_id).get_stack(run.stack_id).await?;
+        let run = crate::policy::apply_approval(&st, run, &stack, terraplane_domain::ReviewStage::Queued).await?;
+        if run.state != RunState::Queued {
+            return Err(ApiError::conflict(
+                "run_not_claimable",
+                format!("run is {}; it cannot be claimed", run.state),
+            ));
+        }
+    }
     let run = st
         .store
         .claim_run(id, body.phase, &runner_id, lease_until, now)
@@ -423,6 +439,16 @@ async fn result(
     if denied {
         crate::notify::policy_denied(&st, &run, &stack).await;
     }
+    // A tracked run that finished: trigger policies name the stacks to run next.
+    if let Err(e) = crate::policy::after_finished(&st, &run, &stack).await {
+        tracing::error!(run_id = %run.id, error = %e, "cannot apply trigger policies");
+    }
+    // A plan waiting for confirmation: approval policies judge it now.
+    let run = if run.state == RunState::Unconfirmed {
+        crate::policy::apply_approval(&st, run, &stack, terraplane_domain::ReviewStage::Unconfirmed).await?
+    } else {
+        run
+    };
     crate::notify::after_transition(&st, &run, &stack).await;
     st.bus.publish(BusEvent::RunChanged(id));
     st.kick_scheduler();

@@ -353,6 +353,8 @@ pub async fn trigger_run(
         )
         .await?;
     tx.commit().await?;
+    // Approval policies judge the run as it is queued.
+    let run = crate::policy::apply_approval(st, run, &stack, terraplane_domain::ReviewStage::Queued).await?;
     st.bus.publish(BusEvent::RunChanged(run.id));
     st.kick_scheduler();
     Ok(run)

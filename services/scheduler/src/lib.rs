@@ -240,29 +240,54 @@ impl Scheduler {
     }
 
     /// Queues a drift check for every schedule that came due, and moves each schedule to
-    /// its next firing whether or not its check could start. Batches of a few thousand
-    /// schedules, each a handful of statements in one transaction.
+    /// its next firing whether or not its check could start. Batches of up to 2,000
+    /// schedules, each a handful of statements in one transaction; on PostgreSQL several
+    /// batches run at once (`SKIP LOCKED` keeps them apart).
     async fn fire_drift_schedules(&self, now: DateTime<Utc>) -> Result<Vec<terraplane_domain::RunId>, StoreError> {
         const BATCH: u64 = 2000;
-        const MAX_BATCHES: usize = 10;
-        let mut parsed: HashMap<(String, String), Option<terraplane_domain::drift::Schedule>> = HashMap::new();
-        let mut next = |s: &terraplane_store::DriftSchedule| {
-            parsed
-                .entry((s.cron.clone(), s.timezone.clone()))
-                .or_insert_with(|| terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone).ok())
-                .as_ref()
-                .and_then(|p| p.next_after(now))
-                // A schedule stored before its expression stopped parsing: retried daily.
-                .unwrap_or(now + chrono::Duration::days(1))
+        const MAX_ROUNDS: usize = 10;
+        let parallel = if self.store.is_postgres() { 3 } else { 1 };
+        let parsed: std::sync::Mutex<HashMap<(String, String), Option<terraplane_domain::drift::Schedule>>> =
+            std::sync::Mutex::new(HashMap::new());
+        let next_of = |s: &terraplane_store::DriftSchedule| {
+            let key = (s.cron.clone(), s.timezone.clone());
+            let next = match parsed.lock() {
+                Ok(mut cache) => cache
+                    .entry(key)
+                    .or_insert_with(|| terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone).ok())
+                    .as_ref()
+                    .and_then(|p| p.next_after(now)),
+                Err(_) => terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone)
+                    .ok()
+                    .and_then(|p| p.next_after(now)),
+            };
+            // A schedule stored before its expression stopped parsing: retried daily.
+            next.unwrap_or(now + chrono::Duration::days(1))
         };
         let mut queued = Vec::new();
-        for _ in 0..MAX_BATCHES {
-            let fired = self.store.fire_due_drift_schedules(now, BATCH, &mut next).await?;
-            for (stack_id, why) in &fired.skipped {
-                tracing::debug!(%stack_id, %why, "scheduled drift check skipped");
+        for _ in 0..MAX_ROUNDS {
+            let rounds = futures::future::join_all(
+                (0..parallel).map(|_| self.store.fire_due_drift_schedules(now, BATCH, next_of)),
+            )
+            .await;
+            let mut more = false;
+            for fired in rounds {
+                let fired = match fired {
+                    Ok(f) => f,
+                    // Rows another pass moved first: that pass fires them.
+                    Err(StoreError::Conflict(m)) => {
+                        tracing::debug!(%m, "drift schedules fired elsewhere");
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                for (stack_id, why) in &fired.skipped {
+                    tracing::debug!(%stack_id, %why, "scheduled drift check skipped");
+                }
+                queued.extend(fired.queued.iter().map(|(_, _, run)| *run));
+                more |= fired.due == BATCH as usize;
             }
-            queued.extend(fired.queued.iter().map(|(_, _, run)| *run));
-            if fired.due < BATCH as usize {
+            if !more {
                 break;
             }
         }

@@ -2,19 +2,20 @@
 
 use anyhow::{Result, anyhow, bail};
 use serde::Serialize;
-use terraplane_client::{LOGS_PAGE_LIMIT, PolicyEvaluation, Run, RunState, RunType};
+use terraplane_client::{LOGS_PAGE_LIMIT, PolicyEvaluation, Run, RunReview, RunState, RunType};
 
 use super::{App, MAX_POLL_RETRIES, transient};
 use crate::cli::RunCommand;
 use crate::output;
 
-/// `run show`: the run with the policy evaluations made for it (`-o json`: the run's fields
-/// and `policyEvaluations`).
+/// `run show`: the run with its reviews and the policy evaluations made for it (`-o json`:
+/// the run's fields, `reviews` and `policyEvaluations`).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct RunDetails {
     #[serde(flatten)]
     run: Run,
+    reviews: Vec<RunReview>,
     policy_evaluations: Vec<PolicyEvaluation>,
 }
 
@@ -59,12 +60,14 @@ impl App<'_, '_> {
                     .ok_or_else(|| anyhow!("run {run} not found"))?;
                 let details = RunDetails {
                     policy_evaluations: self.client.run_policy_evaluations(&r.id).await?,
+                    reviews: self.client.run_reviews(&r.id).await?,
                     run: r,
                 };
                 self.show(&details, |d| {
                     format!(
-                        "{}\n{}",
+                        "{}\n{}\n{}",
                         output::run(&d.run),
+                        output::run_reviews(&d.reviews),
                         output::run_policy_evaluations(&d.policy_evaluations)
                     )
                 })
@@ -82,11 +85,17 @@ impl App<'_, '_> {
                 let r = self.client.run_cancel(&run).await?;
                 self.show(&r, |r| format!("Run {} canceled: {}\n", r.id, r.state))
             }
+            RunCommand::Review { run, decision, note } => {
+                let r = self.client.run_review(&run, decision.approve, note.as_deref()).await?;
+                let verb = if decision.approve { "approved" } else { "rejected" };
+                self.show(&r, |r| format!("Run {} {verb}: {}\n", r.id, r.state))
+            }
         }
     }
 
-    /// Polls the run until it needs a decision or has ended, printing each state it passes
-    /// through (from its events, so short-lived states are not missed between polls).
+    /// Polls the run until it needs a decision (confirmation or review) or has ended, printing
+    /// each state it passes through (from its events, so short-lived states are not missed
+    /// between polls).
     pub(super) async fn wait_for_run(&mut self, id: &str) -> Result<Run> {
         let mut seen_events = 0usize;
         let mut last: Option<RunState> = None;
@@ -114,7 +123,7 @@ impl App<'_, '_> {
             // The run row is read before its events, so events are never older than the
             // state; the state itself only fills in for a server that records no events
             // and for the final line.
-            let done = run.terminal || run.state == RunState::Unconfirmed;
+            let done = run.terminal || matches!(run.state, RunState::Unconfirmed | RunState::PendingReview);
             let recorded = run.events.iter().any(|e| e.state == run.state);
             if (run.events.is_empty() || (done && !recorded)) && last.as_ref() != Some(&run.state) {
                 lines.push_str(&output::transition(&run.updated_at, run.state.as_str(), None));
@@ -140,6 +149,12 @@ impl App<'_, '_> {
         if run.state == RunState::Unconfirmed && !run.terminal {
             return self.note(&format!(
                 "Run {id} is waiting for a decision{plan}: `tpctl run confirm {id}` or `tpctl run discard {id}`\n",
+                id = run.id
+            ));
+        }
+        if run.state == RunState::PendingReview && !run.terminal {
+            return self.note(&format!(
+                "Run {id} is waiting for review{plan}: `tpctl run review {id} --approve` or `--reject`\n",
                 id = run.id
             ));
         }

@@ -14,6 +14,7 @@ use terraplane_test_support::mock::{MockServer, Reply, Request};
 mod drift;
 mod notifications;
 mod policies;
+mod reviews;
 mod sso;
 mod variables;
 

@@ -378,6 +378,7 @@ fn answer(q: &str, vars: &Value) -> Value {
             json!({"outcome": "warn", "messages": ["no team tag"], "result": {"deny": [], "warn": ["no team tag"]}})
         }
         "run" if q.contains("policyEvaluations") => json!({"policyEvaluations": [denied()]}),
+        "run" if q.contains("reviews {") => json!({"reviews": []}),
         "run" => run_json("FAILED", true, &["QUEUED", "FAILED"]),
         _ => Value::Null,
     }
@@ -752,6 +753,9 @@ async fn run_show_says_when_no_policy_was_evaluated() -> TestResult {
     let srv = MockServer::start(|r| {
         if query(r).contains("policyEvaluations") {
             return data(json!({"run": {"policyEvaluations": []}}));
+        }
+        if query(r).contains("reviews {") {
+            return data(json!({"run": {"reviews": []}}));
         }
         data(json!({"run": run_json("FINISHED", true, &[])}))
     })

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use terraplane_client::{
     ApiKeyCreate, ApiKeyKind, AuditQuery, AwsIntegrationInput, Client, ClientError, ContextCreateInput, DriftReaction,
     DriftStatus, NotificationEndpointInput, NotificationEvent, NotificationKind, POLICY_EVALUATIONS_LIMIT,
-    PolicyCreateInput, PolicyType, PolicyUpdateInput, RunState, RunType, SpaceCreate, StackCreateInput, Subject,
-    UserCreate, VariableInput, VariableKind,
+    PolicyCreateInput, PolicyType, PolicyUpdateInput, ReviewDecision, RunState, RunType, SpaceCreate, StackCreateInput,
+    Subject, UserCreate, VariableInput, VariableKind,
 };
 use terraplane_test_support::mock::{MockServer, Reply, Request};
 
@@ -1178,6 +1178,84 @@ async fn policy_refusals_keep_their_codes_and_an_unknown_run_is_not_found() -> T
     let err = c.policy("gone").await.err();
     assert!(err.as_ref().is_some_and(ClientError::is_not_found), "{err:?}");
     let err = c.run_policy_evaluations("gone").await.err();
+    assert!(err.as_ref().is_some_and(ClientError::is_not_found), "{err:?}");
+    assert_eq!(err.map(|e| e.to_string()).as_deref(), Some("run gone not found"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn reviews_send_the_decision_and_read_a_runs_reviews() -> TestResult {
+    let srv = MockServer::start(|r| {
+        let (q, vars) = operation(r);
+        let field = root_field(&q);
+        let data = match field.as_str() {
+            "runReview" if vars["id"] == "gone" => {
+                return Reply::json(
+                    200,
+                    json!({"data": null, "errors": [{"message": "run is FINISHED; reviews are taken while a run is \
+                                                                 QUEUED, PENDING_REVIEW or UNCONFIRMED",
+                                                      "extensions": {"code": "invalid_run_state"}}]}),
+                );
+            }
+            "runReview" => run_json(if vars["decision"] == "APPROVE" {
+                "QUEUED"
+            } else {
+                "FAILED"
+            }),
+            "run" if vars["id"] == "gone" => Value::Null,
+            "run" => json!({"reviews": [
+                {"reviewer": "ada@example.com", "teams": ["infra-leads"], "stage": "UNCONFIRMED",
+                 "decision": "REJECT", "note": "too big", "createdAt": T0},
+                {"reviewer": "bob@example.com", "teams": [], "stage": "QUEUED", "decision": "MAYBE", "note": "",
+                 "createdAt": T0}
+            ]}),
+            _ => return Reply::json(200, json!({"errors": [{"message": format!("unknown field {field}")}]})),
+        };
+        Reply::json(200, json!({ "data": { field: data } }))
+    })
+    .await?;
+    let c = Client::new(&srv.url(), Some("t".into()))?;
+
+    assert_eq!(c.run_review("run-1", true, None).await?.state, RunState::Queued);
+    assert_eq!(
+        c.run_review("run-1", false, Some("too big")).await?.state,
+        RunState::Failed
+    );
+    let reviews = c.run_reviews("run-1").await?;
+    assert_eq!(
+        (&reviews[0].stage, &reviews[0].decision, reviews[0].note.as_str()),
+        (&RunState::Unconfirmed, &ReviewDecision::Reject, "too big")
+    );
+    assert_eq!(reviews[0].teams, ["infra-leads"]);
+    // A decision this client doesn't know is kept.
+    assert_eq!(reviews[1].decision, ReviewDecision::Other("MAYBE".into()));
+
+    let sent: Vec<(String, Value)> = srv.requests().iter().map(operation).collect();
+    assert_eq!(sent[0].1, json!({"id": "run-1", "decision": "APPROVE", "note": null}));
+    assert_eq!(
+        sent[1].1,
+        json!({"id": "run-1", "decision": "REJECT", "note": "too big"})
+    );
+    assert_eq!(sent[2].1, json!({"id": "run-1"}));
+    assert!(
+        sent[0].0.starts_with(
+            "mutation($id: ID!, $decision: ReviewDecision!, $note: String) { \
+             runReview(id: $id, decision: $decision, note: $note) {"
+        ),
+        "{}",
+        sent[0].0
+    );
+    assert!(
+        sent[2]
+            .0
+            .starts_with("query($id: ID!) { run(id: $id) { reviews { reviewer teams stage decision note createdAt } }"),
+        "{}",
+        sent[2].0
+    );
+
+    let err = c.run_review("gone", true, None).await.err();
+    assert_eq!(err.as_ref().and_then(ClientError::code), Some("invalid_run_state"));
+    let err = c.run_reviews("gone").await.err();
     assert!(err.as_ref().is_some_and(ClientError::is_not_found), "{err:?}");
     assert_eq!(err.map(|e| e.to_string()).as_deref(), Some("run gone not found"));
     Ok(())

@@ -450,6 +450,7 @@ async fn matrix(app: TestApp) {
         "policyAttach",
         "policySimulate",
         "policyDelete",
+        "runReview",
     ] {
         assert!(checked.contains_key(must), "{must} not covered: {checked:?}");
     }

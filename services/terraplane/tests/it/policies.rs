@@ -329,4 +329,220 @@ resource "sandbox_security_group" "web" {
     app.teardown().await;
 }
 
+/// Two approvals from `infra-leads` release a run held for review, at both stages: when it
+/// is queued and when its plan waits for confirmation. Only each reviewer's latest review
+/// counts; a reviewer outside the team does not count; a rejection ends the run.
+async fn approvals(app: TestApp) {
+    let g = |q: String| {
+        let c = app.client.clone();
+        async move { c.graphql::<Value>(&q, json!({})).await.unwrap() }
+    };
+    g(r#"mutation { teamCreate(slug: "infra-leads") { id } }"#.into()).await;
+    let mut reviewer = std::collections::HashMap::new();
+    for u in ["alice", "bob", "carol"] {
+        g(format!(
+            r#"mutation {{ userCreate(email: "{u}@example.com", password: "a-long-password-1") {{ id }} }}"#
+        ))
+        .await;
+        g(format!(
+            r#"mutation {{ roleGrant(space: "root", subject: {{user: "{u}@example.com"}}, role: "reader") {{ role }} }}"#
+        ))
+        .await;
+        if u != "carol" {
+            g(format!(
+                r#"mutation {{ teamAddMember(team: "infra-leads", email: "{u}@example.com") {{ id }} }}"#
+            ))
+            .await;
+        }
+        let l = app
+            .client
+            .with_token(None)
+            .login(&format!("{u}@example.com"), "a-long-password-1", None)
+            .await
+            .unwrap();
+        reviewer.insert(u, app.client.with_token(Some(l.token)));
+    }
+    let policy = r#"package spacelift
+
+approvals := {a.author | a := input.reviews.current.approvals[_]; a.session.teams[_] == "infra-leads"}
+
+approve { count(approvals) >= 2 }
+reject { count(input.reviews.current.rejections) > 0 }
+"#;
+    create(&app, "two-leads", "APPROVAL", policy, &["autoattach:reviewed"])
+        .await
+        .unwrap();
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", &buckets(1))]);
+    let input = terraplane_client::StackCreateInput {
+        slug: Some("reviewed".into()),
+        name: "reviewed".into(),
+        repository: repo,
+        autodeploy: Some(false),
+        labels: Some(vec!["reviewed".into()]),
+        ..Default::default()
+    };
+    app.client.stack_create(&input).await.unwrap();
+
+    let review = |who: &'static str, run: String, approve: bool, note: &'static str| {
+        let c = reviewer[who].clone();
+        async move {
+            let d = if approve { "APPROVE" } else { "REJECT" };
+            c.graphql::<Value>(
+                "mutation($id: ID!, $d: ReviewDecision!, $n: String) { runReview(id: $id, decision: $d, note: $n) { state } }",
+                json!({"id": run, "d": d, "n": note}),
+            )
+            .await
+            .unwrap()["runReview"]["state"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let run = app.client.run_trigger("reviewed", false).await.unwrap();
+    assert_eq!(run.state, RunState::PendingReview, "held as it is queued");
+    // Nothing runs while it waits.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        app.client.run(&run.id).await.unwrap().unwrap().state,
+        RunState::PendingReview
+    );
+    assert_eq!(review("alice", run.id.clone(), true, "ok").await, "PENDING_REVIEW");
+    // alice again: still one approval; carol is not in the team.
+    assert_eq!(
+        review("alice", run.id.clone(), true, "still ok").await,
+        "PENDING_REVIEW"
+    );
+    assert_eq!(review("carol", run.id.clone(), true, "me too").await, "PENDING_REVIEW");
+    assert_eq!(review("bob", run.id.clone(), true, "ok").await, "QUEUED");
+    // It plans, then waits again at confirmation: the earlier reviews are older now.
+    app.wait_state(&run.id, RunState::PendingReview, 180).await;
+    let e = app.client.run_confirm(&run.id).await.unwrap_err();
+    assert_eq!(e.code(), Some("invalid_run_state"), "{e}");
+    assert_eq!(review("bob", run.id.clone(), true, "plan ok").await, "PENDING_REVIEW");
+    assert_eq!(review("alice", run.id.clone(), true, "plan ok").await, "UNCONFIRMED");
+    app.client.run_confirm(&run.id).await.unwrap();
+    app.wait_state(&run.id, RunState::Finished, 180).await;
+    let v = gql(
+        &app,
+        "query($id: ID!) { run(id: $id) { reviews { reviewer teams stage decision note } policyEvaluations { policy type outcome } } }",
+        json!({"id": run.id}),
+    )
+    .await
+    .unwrap();
+    let reviews = v["run"]["reviews"].as_array().unwrap();
+    assert_eq!(reviews.len(), 6);
+    assert_eq!(
+        reviews[0],
+        json!({"reviewer": "alice@example.com", "teams": ["infra-leads"], "stage": "QUEUED", "decision": "APPROVE", "note": "ok"})
+    );
+    assert_eq!(reviews[2]["teams"], json!([]));
+    assert_eq!(reviews[5]["stage"], "UNCONFIRMED");
+    let outcomes: Vec<&str> = v["run"]["policyEvaluations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "APPROVAL")
+        .map(|e| e["outcome"].as_str().unwrap())
+        .collect();
+    // queued, alice, alice, carol, bob; unconfirmed, bob, alice.
+    assert_eq!(
+        outcomes,
+        vec![
+            "undecided",
+            "undecided",
+            "undecided",
+            "undecided",
+            "approve",
+            "undecided",
+            "undecided",
+            "approve"
+        ]
+    );
+
+    // A rejection ends the run.
+    let run = app.client.run_trigger("reviewed", false).await.unwrap();
+    assert_eq!(run.state, RunState::PendingReview);
+    assert_eq!(review("carol", run.id.clone(), false, "no").await, "FAILED");
+    let failed = app.client.run(&run.id).await.unwrap().unwrap();
+    assert_eq!(failed.error.as_deref(), Some("rejected by approval policy two-leads"));
+    // Reviews are taken only while a run waits.
+    let e = reviewer["alice"]
+        .graphql::<Value>(
+            "mutation($id: ID!) { runReview(id: $id, decision: APPROVE) { state } }",
+            json!({"id": run.id}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("invalid_run_state"), "{e}");
+    // Another organization's run, or none: not found.
+    let e = gql(
+        &app,
+        "mutation($id: ID!) { runReview(id: $id, decision: APPROVE) { state } }",
+        json!({"id": uuid::Uuid::now_v7().to_string()}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), Some("not_found"), "{e}");
+    app.teardown().await;
+}
+
+/// A trigger chain: each FINISHED tracked run of A, then B, queues the next stack's run.
+async fn trigger_chain(app: TestApp) {
+    let policy = r#"package spacelift
+
+next := {"chain-a": "chain-b", "chain-b": "chain-c"}
+
+trigger[next[input.stack.id]] {
+  input.run.state == "FINISHED"
+  input.run.type == "TRACKED"
+}
+"#;
+    create(&app, "chain", "TRIGGER", policy, &["autoattach:chain"])
+        .await
+        .unwrap();
+    for (i, slug) in ["chain-a", "chain-b", "chain-c"].iter().enumerate() {
+        let repo = git_repo(&app.tmp.path().join(slug), &[("main.tf", &buckets(i + 1))]);
+        let input = terraplane_client::StackCreateInput {
+            slug: Some((*slug).into()),
+            name: (*slug).into(),
+            repository: repo,
+            autodeploy: Some(true),
+            labels: Some(vec!["chain".into()]),
+            ..Default::default()
+        };
+        app.client.stack_create(&input).await.unwrap();
+    }
+    let first = app.client.run_trigger("chain-a", false).await.unwrap();
+    app.wait_state(&first.id, RunState::Finished, 180).await;
+    let mut from = first.id.clone();
+    for (prev, slug) in [("chain-a", "chain-b"), ("chain-b", "chain-c")] {
+        let mut found = None;
+        for _ in 0..300 {
+            if let Some(r) = app.client.runs(slug, 10).await.unwrap().into_iter().next() {
+                found = Some(r);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let run = found.unwrap_or_else(|| panic!("no run on {slug}"));
+        assert_eq!(run.triggered_by, format!("trigger policy chain (run {from} of {prev})"));
+        let done = app.wait_state(&run.id, RunState::Finished, 180).await;
+        assert_eq!(done.run_type, terraplane_client::RunType::Tracked);
+        let evs = evaluations(&app, &from).await;
+        assert_eq!(evs.len(), 1);
+        assert_eq!(evs[0]["outcome"], "trigger");
+        assert_eq!(evs[0]["messages"], json!([slug]));
+        from = run.id;
+    }
+    // C names no one: its run's evaluation triggers nothing, and A ran once.
+    let evs = evaluations(&app, &from).await;
+    assert_eq!(evs[0]["outcome"], "none");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(app.client.runs("chain-a", 10).await.unwrap().len(), 1);
+    assert_eq!(app.client.runs("chain-c", 10).await.unwrap().len(), 1);
+    app.teardown().await;
+}
+
 both_backends!(plan_policies_on_real_runs, Options::default(), plan_policies);
+both_backends!(trigger_policies_chain_stacks, Options::default(), trigger_chain);
+both_backends!(approval_with_two_reviewers, Options::default(), approvals);

@@ -98,6 +98,7 @@ fn needs() -> HashMap<&'static str, Need> {
         ("driftCheck", At(W::Writer)),
         ("notificationEndpointCreate", At(W::Admin)),
         ("notificationEndpointDelete", At(W::Admin)),
+        ("runReview", At(W::Reader)),
         ("policyCreate", At(W::Admin)),
         ("policyUpdate", At(W::Admin)),
         ("policyDelete", At(W::Admin)),
@@ -197,6 +198,7 @@ fn call(field: &str, who: Who, run: &str) -> Option<String> {
             r#"mutation {{ notificationEndpointCreate(input: {{id: "ne-{n}", name: "n", kind: SLACK, url: "http://127.0.0.1:9/x", events: [RUN_FAILED], space: "dev"}}) {{ id }} }}"#
         ),
         "notificationEndpointDelete" => format!(r#"mutation {{ notificationEndpointDelete(id: "nedel-{n}") {{ id }} }}"#),
+        "runReview" => format!(r#"mutation {{ runReview(id: "{run}", decision: APPROVE, note: "{n}") {{ id }} }}"#),
         "policy" => r#"{ policy(id: "pol-dev") { id } }"#.to_owned(),
         // Allowed callers get "no recorded input" (a bad request), others not-found.
         "policySimulate" => format!(r#"{{ policySimulate(id: "pol-dev", runId: "{run}") {{ outcome }} }}"#),
@@ -366,10 +368,10 @@ async fn matrix(app: TestApp) {
             checked += 1;
         }
     }
-    // 53 role-gated queries and mutations × 5 callers (driftScheduleDelete is checked in
+    // 54 role-gated queries and mutations × 5 callers (driftScheduleDelete is checked in
     // drift::schedules: its ids are random). The two subscriptions go through the
     // same check as `run` (service::get_run) and are covered by the isolation matrix.
-    assert_eq!(checked, 5 * 53, "calls checked");
+    assert_eq!(checked, 5 * 54, "calls checked");
     app.teardown().await;
 }
 both_backends!(
