@@ -130,6 +130,14 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
+        // A login policy's `admin`: the session acts as an organization owner.
+        m.alter_table(
+            Table::alter()
+                .table(n("sessions"))
+                .add_column(boolean(n("policy_admin")).default(false))
+                .to_owned(),
+        )
+        .await?;
         for (table, name, cols, unique) in [
             ("policies", "ux_policies_org_slug", vec!["org_id", "slug"], true),
             (
@@ -187,6 +195,13 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        m.alter_table(
+            Table::alter()
+                .table(n("sessions"))
+                .drop_column(n("policy_admin"))
+                .to_owned(),
+        )
+        .await?;
         m.drop_index(Index::drop().name("ix_runs_stack_state").table(n("runs")).to_owned())
             .await?;
         m.alter_table(

@@ -352,6 +352,7 @@ pub mod sessions {
         pub created_at: DateTimeUtc,
         pub expires_at: DateTimeUtc,
         pub revoked_at: Option<DateTimeUtc>,
+        pub policy_admin: bool,
     }
     no_relations!();
 }

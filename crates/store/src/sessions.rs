@@ -18,6 +18,8 @@ pub struct Session {
     pub user_id: UserId,
     pub expires_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// A login policy made this session an organization owner.
+    pub policy_admin: bool,
 }
 
 impl TryFrom<sessions::Model> for Session {
@@ -29,6 +31,7 @@ impl TryFrom<sessions::Model> for Session {
             user_id: parse_id(&m.user_id)?,
             expires_at: m.expires_at,
             revoked_at: m.revoked_at,
+            policy_admin: m.policy_admin,
         })
     }
 }
@@ -61,10 +64,21 @@ impl Store {
             created_at: Set(now),
             expires_at: Set(expires_at),
             revoked_at: Set(None),
+            policy_admin: Set(false),
         }
         .insert(&self.db)
         .await?
         .try_into()
+    }
+
+    /// Marks a session as an organization owner's (a login policy's `admin`).
+    pub async fn set_session_admin(&self, id: &str) -> Result<()> {
+        sessions::Entity::update_many()
+            .col_expr(sessions::Column::PolicyAdmin, sea_orm::sea_query::Expr::value(true))
+            .filter(sessions::Column::Id.eq(id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
     }
 
     pub async fn get_session(&self, id: &str) -> Result<Session> {

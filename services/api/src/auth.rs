@@ -288,11 +288,13 @@ impl Auth {
                     return Err(ApiError::Unauthenticated("session ended: log in again".into()));
                 }
                 let user = store.get_user(user_id).await.map_err(|_| bad())?;
-                let access = store
+                let mut access = store
                     .scope(org)
                     .user_access(user_id)
                     .await?
                     .ok_or_else(|| ApiError::Unauthenticated("no longer a member of this organization".into()))?;
+                // A login policy's `admin` holds for this session only.
+                access.owner |= session.policy_admin;
                 Ok(Principal {
                     org,
                     actor: Actor::User {

@@ -723,6 +723,7 @@ pub(crate) async fn start_session(
     st: &AppState,
     user: terraplane_domain::UserId,
     org: terraplane_domain::OrgId,
+    admin: bool,
     now: DateTime<Utc>,
 ) -> ApiResult<(String, String, DateTime<Utc>)> {
     let refresh = crate::auth::new_refresh_token();
@@ -731,6 +732,9 @@ pub(crate) async fn start_session(
         .store
         .create_session(org, user, &crate::auth::hash_secret(&refresh), until, now)
         .await?;
+    if admin {
+        st.store.set_session_admin(&session.id).await?;
+    }
     let (token, expires_at) = st.auth.issue_session(user, org, &session.id, now)?;
     Ok((token, refresh, expires_at))
 }
@@ -1074,7 +1078,30 @@ impl MutationRoot {
         }
         let org = org.ok_or_else(|| ApiError::Forbidden("you are not a member of that organization".into()))?;
         st.logins.succeeded(&email, ip);
-        let (token, refresh_token, expires_at) = start_session(st, user.id, org.id, now).await?;
+        let scope = st.store.scope(org.id);
+        let mut teams = Vec::new();
+        for t in scope.list_teams().await.map_err(ApiError::from)? {
+            if scope
+                .list_team_members(t.id)
+                .await
+                .map_err(ApiError::from)?
+                .contains(&user.id)
+            {
+                teams.push(t.slug);
+            }
+        }
+        let admin =
+            match crate::policy::judge_login(st, &org, &user.email, &user.name, teams, meta.client_ip.clone()).await {
+                Ok(a) => a,
+                Err(e) => {
+                    scope
+                        .append_audit(audit("login.denied"), now)
+                        .await
+                        .map_err(ApiError::from)?;
+                    return Err(e.into());
+                }
+            };
+        let (token, refresh_token, expires_at) = start_session(st, user.id, org.id, admin, now).await?;
         st.store
             .scope(org.id)
             .append_audit(audit("login.success"), now)
@@ -1105,7 +1132,7 @@ impl MutationRoot {
         let st = state(ctx);
         let meta = ctx.data::<crate::auth::RequestMeta>().cloned().unwrap_or_default();
         let (user, org) = service::sign_up(st, &meta, &email, &password, &organization, organization_name).await?;
-        let (token, refresh_token, expires_at) = start_session(st, user.id, org.id, st.clock.now()).await?;
+        let (token, refresh_token, expires_at) = start_session(st, user.id, org.id, false, st.clock.now()).await?;
         Ok(LoginResult {
             token,
             refresh_token,

@@ -87,6 +87,10 @@ pub async fn create_policy(st: &AppState, p: &Principal, i: PolicyInput) -> ApiR
     }
     let slug = slug_or_name(i.slug.as_deref(), &i.name)?;
     let kind = parse_type(&i.policy_type)?;
+    if kind == PolicyType::Login {
+        // A login policy can make anyone an owner: only owners write them.
+        p.require_owner()?;
+    }
     check_policy_labels(kind, &i.labels)?;
     check_body(slug.as_str(), &i.body)?;
     let now = st.clock.now();
@@ -121,6 +125,9 @@ pub async fn create_policy(st: &AppState, p: &Principal, i: PolicyInput) -> ApiR
 pub async fn update_policy(st: &AppState, p: &Principal, slug: &str, patch: PolicyPatch) -> ApiResult<Policy> {
     let before = get_policy(st, p, slug, Action::Admin).await?;
     let kind = parse_type(&before.policy_type)?;
+    if kind == PolicyType::Login {
+        p.require_owner()?;
+    }
     if let Some(n) = &patch.name
         && n.trim().is_empty()
     {
@@ -153,7 +160,10 @@ pub async fn update_policy(st: &AppState, p: &Principal, slug: &str, patch: Poli
 }
 
 pub async fn delete_policy(st: &AppState, p: &Principal, slug: &str) -> ApiResult<Policy> {
-    get_policy(st, p, slug, Action::Admin).await?;
+    let x = get_policy(st, p, slug, Action::Admin).await?;
+    if x.policy_type == PolicyType::Login.as_str() {
+        p.require_owner()?;
+    }
     let now = st.clock.now();
     let tx = st.store.begin().await?;
     let x = tx.scope(p.org).delete_policy(slug).await?;
@@ -920,4 +930,77 @@ pub async fn after_finished(st: &AppState, run: &Run, stack: &Stack) -> ApiResul
         st.kick_scheduler();
     }
     Ok(queued)
+}
+
+/// The organization's login policies judge a login (by an organization member): `deny` (or
+/// a policy that fails: logins fail closed) refuses it, `admin` without `deny_admin` makes
+/// the session an owner's. Returns whether the session is an admin's.
+pub async fn judge_login(
+    st: &AppState,
+    org: &terraplane_store::Organization,
+    login: &str,
+    name: &str,
+    teams: Vec<String>,
+    remote_ip: Option<String>,
+) -> ApiResult<bool> {
+    let scope = st.store.scope(org.id);
+    let policies: Vec<Policy> = scope
+        .list_policies()
+        .await?
+        .into_iter()
+        .filter(|x| x.policy_type == PolicyType::Login.as_str())
+        .collect();
+    if policies.is_empty() {
+        return Ok(false);
+    }
+    let now = st.clock.now();
+    let ctx = pin::LoginContext {
+        request: pin::RequestInfo {
+            remote_ip,
+            timestamp_ns: ns(now),
+        },
+        session: pin::SessionInfo {
+            login: login.to_owned(),
+            name: name.to_owned(),
+            teams,
+        },
+        member: true,
+        account: pin::AccountInfo {
+            id: org.slug.clone(),
+            name: org.name.clone(),
+        },
+    };
+    let input = pin::login_input(&ctx);
+    let verdicts = evaluate(st, PolicyType::Login, policies, &input).await;
+    record(
+        &scope,
+        PolicyType::Login,
+        &input,
+        &format!("login:{login}"),
+        None,
+        &verdicts,
+        now,
+    )
+    .await?;
+    let mut admin = false;
+    let mut deny_admin = false;
+    for v in &verdicts {
+        match &v.outcome {
+            Err(e) => {
+                tracing::warn!(policy = %v.policy.slug, error = %e, "login policy failed; login refused");
+                return Err(ApiError::Forbidden(format!(
+                    "login refused: login policy {} could not be evaluated",
+                    v.policy.slug
+                )));
+            }
+            Ok(e) if e.login_deny => {
+                return Err(ApiError::Forbidden(format!("login denied by policy {}", v.policy.slug)));
+            }
+            Ok(e) => {
+                admin |= e.admin;
+                deny_admin |= e.deny_admin;
+            }
+        }
+    }
+    Ok(admin && !deny_admin)
 }

@@ -86,6 +86,15 @@ pub async fn sign_in(st: &AppState, org_slug: &str, c: &IdClaims, meta: &Request
         }
     };
     let scope = st.store.scope(org.id);
+    // Login policies judge the login before anything is granted.
+    let groups: Vec<String> = scope
+        .list_teams()
+        .await?
+        .into_iter()
+        .filter(|t| c.groups.iter().any(|g| g == &t.slug))
+        .map(|t| t.slug)
+        .collect();
+    let admin = crate::policy::judge_login(st, &org, &user.email, &user.name, groups, meta.client_ip.clone()).await?;
     if scope.member_role(user.id).await?.is_none() {
         st.store.add_member(org.id, user.id, "member", now).await?;
     }
@@ -107,7 +116,7 @@ pub async fn sign_in(st: &AppState, org_slug: &str, c: &IdClaims, meta: &Request
         ..Default::default()
     };
     scope.append_audit(e, now).await?;
-    let (token, refresh_token, expires_at) = crate::graphql::start_session(st, user.id, org.id, now).await?;
+    let (token, refresh_token, expires_at) = crate::graphql::start_session(st, user.id, org.id, admin, now).await?;
     Ok(SsoLogin {
         token,
         refresh_token,

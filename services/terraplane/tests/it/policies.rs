@@ -543,6 +543,87 @@ trigger[next[input.stack.id]] {
     app.teardown().await;
 }
 
+/// Login policies: `deny` refuses a member's login (and is recorded), `admin` makes the
+/// session an owner's; only owners write login policies.
+async fn login_policies(app: TestApp) {
+    let g = |q: String| {
+        let c = app.client.clone();
+        async move { c.graphql::<Value>(&q, json!({})).await.unwrap() }
+    };
+    g(r#"mutation { teamCreate(slug: "admins") { id } }"#.into()).await;
+    for u in ["mallory", "alice", "bob"] {
+        g(format!(
+            r#"mutation {{ userCreate(email: "{u}@example.com", password: "a-long-password-1") {{ id }} }}"#
+        ))
+        .await;
+    }
+    g(r#"mutation { teamAddMember(team: "admins", email: "alice@example.com") { id } }"#.into()).await;
+    g(r#"mutation { roleGrant(space: "root", subject: {user: "bob@example.com"}, role: "admin") { role } }"#.into())
+        .await;
+    let login = |u: &'static str| {
+        let c = app.client.with_token(None);
+        async move { c.login(&format!("{u}@example.com"), "a-long-password-1", None).await }
+    };
+    // Before any login policy, everyone logs in; bob (a space admin) cannot write one.
+    let bob = app.client.with_token(Some(login("bob").await.unwrap().token));
+    let gate = "package spacelift\n\ndeny { input.session.login == \"mallory@example.com\" }\n\nadmin { input.session.teams[_] == \"admins\" }\n";
+    let q = "mutation($b: String!) { policyCreate(input: {id: \"gate\", name: \"gate\", type: \"LOGIN\", body: $b}) { id } }";
+    let e = bob.graphql::<Value>(q, json!({"b": gate})).await.unwrap_err();
+    assert_eq!(e.code(), Some("forbidden"), "{e}");
+    app.client.graphql::<Value>(q, json!({"b": gate})).await.unwrap();
+    // Login policies are never attached to stacks, nor autoattached.
+    let e = create(&app, "gate2", "LOGIN", "package spacelift\n", &["autoattach:x"])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("bad_request"), "{e}");
+
+    let e = login("mallory").await.unwrap_err();
+    assert_eq!(e.code(), Some("forbidden"), "{e}");
+    assert!(e.to_string().contains("login denied by policy gate"), "{e}");
+    // alice's session is an owner's; bob's is not.
+    let alice = app.client.with_token(Some(login("alice").await.unwrap().token));
+    alice
+        .graphql::<Value>("{ auditEvents { seq } }", json!({}))
+        .await
+        .unwrap();
+    let bob = app.client.with_token(Some(login("bob").await.unwrap().token));
+    let e = bob
+        .graphql::<Value>("{ auditEvents { seq } }", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("forbidden"), "{e}");
+    let v = g(r#"{ policy(id: "gate") { evaluations { subject outcome } } }"#.into()).await;
+    let mut evs: Vec<(String, String)> = v["policy"]["evaluations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["subject"].as_str().unwrap().into(),
+                e["outcome"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    evs.sort();
+    assert_eq!(
+        evs,
+        vec![
+            ("login:alice@example.com".into(), "admin".into()),
+            ("login:bob@example.com".into(), "undecided".into()),
+            ("login:mallory@example.com".into(), "deny".into()),
+        ]
+    );
+    app.teardown().await;
+}
+
 both_backends!(plan_policies_on_real_runs, Options::default(), plan_policies);
+both_backends!(
+    login_policies_deny_and_grant_admin,
+    Options {
+        runners: 0,
+        ..Options::default()
+    },
+    login_policies
+);
 both_backends!(trigger_policies_chain_stacks, Options::default(), trigger_chain);
 both_backends!(approval_with_two_reviewers, Options::default(), approvals);
