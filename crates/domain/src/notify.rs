@@ -99,6 +99,9 @@ pub struct Event {
     /// Where to look (the api's URL for the run or stack).
     pub url: String,
     pub at: DateTime<Utc>,
+    /// A notification policy's own body for a webhook endpoint (sent as is, signed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
 }
 
 impl Event {
@@ -122,6 +125,7 @@ impl Event {
 /// The request body for an endpoint of `kind`; `secret` is the PagerDuty routing key.
 pub fn render(kind: EndpointKind, ev: &Event, secret: Option<&str>) -> Value {
     match kind {
+        EndpointKind::Webhook if ev.payload.is_some() => ev.payload.clone().unwrap_or_default(),
         EndpointKind::Webhook => json!({
             "event": ev.kind.as_str(),
             "organization": ev.organization,
@@ -218,7 +222,17 @@ mod tests {
             at: DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")
                 .unwrap()
                 .with_timezone(&Utc),
+            payload: None,
         }
+    }
+
+    #[test]
+    fn a_policy_payload_is_the_webhook_body() {
+        let mut e = ev(EventKind::RunFailed);
+        e.payload = Some(json!({"text": "net failed"}));
+        assert_eq!(render(EndpointKind::Webhook, &e, None), json!({"text": "net failed"}));
+        // Other kinds keep their own shape.
+        assert!(render(EndpointKind::Slack, &e, None)["text"].is_string());
     }
 
     #[test]

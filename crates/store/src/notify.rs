@@ -247,7 +247,6 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             chain.push(p);
             cur = spaces.iter().find(|s| s.id == p).and_then(|s| s.parent_id);
         }
-        let payload = serde_json::to_string(ev).map_err(|e| StoreError::Invalid(e.to_string()))?;
         let mut n = 0;
         for e in endpoints {
             let wanted = e.events.contains(&ev.kind)
@@ -256,31 +255,50 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             if !wanted {
                 continue;
             }
-            notification_deliveries::ActiveModel {
-                id: Set(uuid::Uuid::now_v7().to_string()),
-                org_id: Set(self.org_s.clone()),
-                endpoint_id: Set(e.id),
-                event: Set(ev.kind.as_str().into()),
-                stack_id: Set(Some(stack.id.to_string())),
-                run_id: Set(ev.run_id.clone()),
-                payload: Set(payload.clone()),
-                status: Set(DeliveryStatus::Pending.as_str().into()),
-                attempts: Set(0),
-                last_status_code: Set(None),
-                last_error: Set(None),
-                next_attempt_at: Set(Some(now)),
-                created_at: Set(now),
-                delivered_at: Set(None),
-            }
-            .insert(self.db)
-            .await?;
+            self.insert_delivery(ev, stack, e.id, now).await?;
             n += 1;
         }
         Ok(n)
     }
 
-    /// Builds the event for `stack` (and run) and writes it to the outbox. `base_url` is the
-    /// api's public URL, for links.
+    async fn insert_delivery(&self, ev: &Event, stack: &Stack, endpoint_id: String, now: DateTime<Utc>) -> Result<()> {
+        let payload = serde_json::to_string(ev).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        notification_deliveries::ActiveModel {
+            id: Set(uuid::Uuid::now_v7().to_string()),
+            org_id: Set(self.org_s.clone()),
+            endpoint_id: Set(endpoint_id),
+            event: Set(ev.kind.as_str().into()),
+            stack_id: Set(Some(stack.id.to_string())),
+            run_id: Set(ev.run_id.clone()),
+            payload: Set(payload),
+            status: Set(DeliveryStatus::Pending.as_str().into()),
+            attempts: Set(0),
+            last_status_code: Set(None),
+            last_error: Set(None),
+            next_attempt_at: Set(Some(now)),
+            created_at: Set(now),
+            delivered_at: Set(None),
+        }
+        .insert(self.db)
+        .await?;
+        Ok(())
+    }
+
+    /// Queues `ev` for one endpoint (by id), whatever it subscribes to: a notification
+    /// policy's routing. False when no such endpoint exists.
+    pub async fn enqueue_to(&self, ev: &Event, stack: &Stack, endpoint: &str, now: DateTime<Utc>) -> Result<bool> {
+        match self.get_endpoint_by_slug(endpoint).await {
+            Ok(e) => {
+                self.insert_delivery(ev, stack, e.id, now).await?;
+                Ok(true)
+            }
+            Err(StoreError::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Builds the event for `stack` (and run) and writes it to the outbox for the endpoints
+    /// that subscribe to it; returns the event. `base_url` is the api's public URL, for links.
     #[allow(clippy::too_many_arguments)]
     pub async fn notify(
         &self,
@@ -292,7 +310,7 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
         reason: Option<String>,
         base_url: &str,
         now: DateTime<Utc>,
-    ) -> Result<usize> {
+    ) -> Result<Event> {
         let org = organizations::Entity::find_by_id(self.org_s.clone())
             .one(self.db)
             .await?
@@ -313,8 +331,10 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             reason,
             url,
             at: now,
+            payload: None,
         };
-        self.enqueue_notification(&ev, stack, now).await
+        self.enqueue_notification(&ev, stack, now).await?;
+        Ok(ev)
     }
 
     /// Delivery history, newest first (of one endpoint when given).

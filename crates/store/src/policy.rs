@@ -499,12 +499,34 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
             .collect())
     }
 
-    /// Notes where approval policies judged a run, without moving it.
+    /// Takes the first judgment of a queued run by its approval policies: true for the one
+    /// caller that marks it `QUEUED:JUDGING` (runs being judged are not claimed).
+    pub async fn begin_review_judgment(&self, run: terraplane_domain::RunId) -> Result<bool> {
+        let r = runs::Entity::update_many()
+            .col_expr(
+                runs::Column::ReviewStage,
+                sea_orm::sea_query::Expr::value("QUEUED:JUDGING"),
+            )
+            .filter(runs::Column::OrgId.eq(self.org_s.clone()))
+            .filter(runs::Column::Id.eq(run.to_string()))
+            .filter(runs::Column::State.eq(terraplane_domain::RunState::Queued.as_str()))
+            .filter(runs::Column::ReviewStage.is_null())
+            .exec(self.db)
+            .await?;
+        Ok(r.rows_affected == 1)
+    }
+
+    /// Notes that approval policies approved a run where it is, without moving it; a queued
+    /// run is published afresh (a publish while it was being judged was refused).
     pub async fn set_review_stage(&self, run: terraplane_domain::RunId, stage: &str) -> Result<()> {
         runs::Entity::update_many()
             .col_expr(
                 runs::Column::ReviewStage,
                 sea_orm::sea_query::Expr::value(stage.to_owned()),
+            )
+            .col_expr(
+                runs::Column::DispatchedAt,
+                sea_orm::sea_query::Expr::value(Option::<DateTime<Utc>>::None),
             )
             .filter(runs::Column::OrgId.eq(self.org_s.clone()))
             .filter(runs::Column::Id.eq(run.to_string()))

@@ -175,21 +175,8 @@ pub async fn after_check(st: &AppState, run: &Run, stack: &Stack, has_changes: b
         )),
         DriftOutcome::InSync => None,
     };
-    if let Some((kind, summary, resources)) = note
-        && let Err(e) = scope
-            .notify(
-                kind,
-                stack,
-                Some(run.id.to_string()),
-                summary,
-                resources,
-                None,
-                &st.public_url,
-                now,
-            )
-            .await
-    {
-        tracing::error!(run_id = %run.id, error = %e, "cannot queue the drift notification");
+    if let Some((kind, summary, resources)) = note {
+        crate::notify::emit(st, kind, stack, Some(run), summary, resources, None).await;
     }
     if drifted_now && stack.drift_reaction == Reaction::Reconcile {
         let active = st.store.drift_check_blocker(stack.id).await?;

@@ -22,43 +22,48 @@ pub async fn after_transition(st: &AppState, run: &Run, stack: &Stack) {
         RunState::Finished if !run.drift_detection => (EventKind::RunFinished, format!("run {} finished", run.id)),
         _ => return,
     };
-    let r = st
-        .store
-        .scope(run.org_id)
-        .notify(
-            kind,
-            stack,
-            Some(run.id.to_string()),
-            summary,
-            Vec::new(),
-            run.error.clone(),
-            &st.public_url,
-            st.clock.now(),
-        )
-        .await;
-    if let Err(e) = r {
-        tracing::error!(run_id = %run.id, error = %e, "cannot queue the notification");
-    }
+    emit(st, kind, stack, Some(run), summary, Vec::new(), run.error.clone()).await;
 }
 
 /// A plan policy denied the run.
 pub async fn policy_denied(st: &AppState, run: &Run, stack: &Stack) {
-    let r = st
-        .store
-        .scope(run.org_id)
-        .notify(
-            EventKind::PolicyDenied,
-            stack,
-            Some(run.id.to_string()),
-            format!("run {} was denied by a plan policy", run.id),
-            Vec::new(),
-            run.error.clone(),
-            &st.public_url,
-            st.clock.now(),
-        )
-        .await;
-    if let Err(e) = r {
-        tracing::error!(run_id = %run.id, error = %e, "cannot queue the notification");
+    let summary = format!("run {} was denied by a plan policy", run.id);
+    emit(
+        st,
+        EventKind::PolicyDenied,
+        stack,
+        Some(run),
+        summary,
+        Vec::new(),
+        run.error.clone(),
+    )
+    .await;
+}
+
+/// Queues an event for the endpoints subscribed to it, then lets the stack's notification
+/// policies route it further. Failures are logged: an event never fails what raised it.
+pub async fn emit(
+    st: &AppState,
+    kind: EventKind,
+    stack: &Stack,
+    run: Option<&Run>,
+    summary: String,
+    drift: Vec<terraplane_domain::drift::DriftedResource>,
+    reason: Option<String>,
+) {
+    let scope = st.store.scope(stack.org_id);
+    let now = st.clock.now();
+    let run_id = run.map(|r| r.id.to_string());
+    match scope
+        .notify(kind, stack, run_id, summary, drift, reason, &st.public_url, now)
+        .await
+    {
+        Ok(ev) => {
+            if let Err(e) = crate::policy::route_notification(st, &ev, stack, run).await {
+                tracing::error!(stack = %stack.slug, error = %e, "cannot apply notification policies");
+            }
+        }
+        Err(e) => tracing::error!(stack = %stack.slug, error = %e, "cannot queue the notification"),
     }
 }
 

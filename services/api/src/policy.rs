@@ -603,13 +603,9 @@ pub async fn judge_approval(
     run: &Run,
     stack: &Stack,
     stage: terraplane_domain::ReviewStage,
+    policies: Vec<Policy>,
 ) -> ApiResult<Approval> {
     let scope = st.store.scope(run.org_id);
-    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Approval))
-        .await?
-        .into_iter()
-        .map(|(x, _)| x)
-        .collect();
     if policies.is_empty() {
         return Ok(Approval::NoPolicies);
     }
@@ -689,10 +685,23 @@ pub async fn apply_approval(
     stack: &Stack,
     stage: terraplane_domain::ReviewStage,
 ) -> ApiResult<Run> {
-    use terraplane_domain::{RunEvent, RunState};
+    use terraplane_domain::{ReviewStage, RunEvent, RunState};
     use terraplane_store::RunUpdate;
-    let decision = judge_approval(st, &run, stack, stage).await?;
     let scope = st.store.scope(run.org_id);
+    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Approval))
+        .await?
+        .into_iter()
+        .map(|(x, _)| x)
+        .collect();
+    if policies.is_empty() {
+        return Ok(run);
+    }
+    // A queued run is judged once, by whoever marks it first (its trigger, or a runner's
+    // claim when something else queued it).
+    if stage == ReviewStage::Queued && run.state == RunState::Queued && !scope.begin_review_judgment(run.id).await? {
+        return Ok(scope.get_run(run.id).await?);
+    }
+    let decision = judge_approval(st, &run, stack, stage, policies).await?;
     let now = st.clock.now();
     let upd = |note: &str, review: Option<String>, error: Option<String>| RunUpdate {
         note: Some(note.to_owned()),
@@ -705,14 +714,20 @@ pub async fn apply_approval(
     let after = match decision {
         Approval::NoPolicies => return Ok(run),
         Approval::Approve if run.state == RunState::PendingReview => {
-            scope
+            match scope
                 .transition_run(
                     run.id,
                     RunEvent::Approve(stage),
                     upd("approved by its reviewers", Some(approved), None),
                     now,
                 )
-                .await?
+                .await
+            {
+                Ok(r) => r,
+                // Another review released (or ended) it meanwhile.
+                Err(terraplane_store::StoreError::Conflict(_)) => return Ok(scope.get_run(run.id).await?),
+                Err(e) => return Err(e.into()),
+            }
         }
         Approval::Approve => {
             scope.set_review_stage(run.id, &approved).await?;
@@ -731,21 +746,16 @@ pub async fn apply_approval(
                     now,
                 )
                 .await?;
-            if let Err(e) = scope
-                .notify(
-                    terraplane_domain::notify::EventKind::RunPendingReview,
-                    stack,
-                    Some(held.id.to_string()),
-                    format!("run {} is waiting for review", held.id),
-                    Vec::new(),
-                    None,
-                    &st.public_url,
-                    now,
-                )
-                .await
-            {
-                tracing::error!(run_id = %held.id, error = %e, "cannot queue the notification");
-            }
+            crate::notify::emit(
+                st,
+                terraplane_domain::notify::EventKind::RunPendingReview,
+                stack,
+                Some(&held),
+                format!("run {} is waiting for review", held.id),
+                Vec::new(),
+                None,
+            )
+            .await;
             held
         }
         Approval::Undecided => return Ok(run),
@@ -1003,4 +1013,79 @@ pub async fn judge_login(
         }
     }
     Ok(admin && !deny_admin)
+}
+
+/// The stack's notification policies route an event further: each `webhook` entry
+/// `{"endpoint_id": ID, "payload": ANY}` queues the event for that endpoint (with the
+/// policy's payload as the body when given), whatever the endpoint subscribes to. Returns
+/// how many deliveries were queued.
+pub async fn route_notification(
+    st: &AppState,
+    ev: &terraplane_domain::notify::Event,
+    stack: &Stack,
+    run: Option<&Run>,
+) -> ApiResult<usize> {
+    let scope = st.store.scope(stack.org_id);
+    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Notification))
+        .await?
+        .into_iter()
+        .map(|(x, _)| x)
+        .collect();
+    if policies.is_empty() {
+        return Ok(0);
+    }
+    let org = st.store.get_org(stack.org_id).await?;
+    let endpoints = scope.list_endpoints().await?;
+    let ctx = pin::NotificationContext {
+        account: pin::AccountInfo {
+            id: org.slug.clone(),
+            name: org.name.clone(),
+        },
+        run_updated: run.map(|r| pin::RunUpdated {
+            run: run_info(r, stack),
+            run_changes: Vec::new(),
+            stack: stack_info(stack),
+            state: r.state.as_str().into(),
+            username: None,
+            note: Some(ev.summary.clone()),
+            run_url: ev.url.clone(),
+        }),
+        internal_error: None,
+        webhook_endpoints: endpoints
+            .iter()
+            .map(|e| pin::WebhookEndpoint {
+                id: e.slug.clone(),
+                labels: e.stack_labels.clone(),
+            })
+            .collect(),
+    };
+    let input = pin::notification_input(&ctx);
+    let verdicts = evaluate(st, PolicyType::Notification, policies, &input).await;
+    let now = st.clock.now();
+    let subject = match run {
+        Some(r) => format!("notification:{}:run:{}", ev.kind.as_str(), r.id),
+        None => format!("notification:{}:stack:{}", ev.kind.as_str(), stack.slug),
+    };
+    record(&scope, PolicyType::Notification, &input, &subject, run, &verdicts, now).await?;
+    let mut queued = 0;
+    for v in &verdicts {
+        let Ok(e) = &v.outcome else { continue };
+        let Some(serde_json::Value::Array(hooks)) = e.rules.get("webhook") else {
+            continue;
+        };
+        for h in hooks {
+            let Some(endpoint) = h.get("endpoint_id").and_then(|x| x.as_str()) else {
+                tracing::warn!(policy = %v.policy.slug, "webhook entry without endpoint_id");
+                continue;
+            };
+            let mut routed = ev.clone();
+            routed.payload = h.get("payload").cloned();
+            if scope.enqueue_to(&routed, stack, endpoint, now).await? {
+                queued += 1;
+            } else {
+                tracing::warn!(policy = %v.policy.slug, %endpoint, "notification policy names an unknown endpoint");
+            }
+        }
+    }
+    Ok(queued)
 }

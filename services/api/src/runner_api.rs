@@ -100,14 +100,22 @@ async fn claim(
     if body.phase == RunPhase::Plan
         && let Ok(run) = st.store.get_run_any(id).await
         && run.state == RunState::Queued
-        && run.review_stage.is_none()
     {
-        let stack = st.store.scope(run.org_id).get_stack(run.stack_id).await?;
-        let run = crate::policy::apply_approval(&st, run, &stack, terraplane_domain::ReviewStage::Queued).await?;
-        if run.state != RunState::Queued {
+        let run = if run.review_stage.is_none() {
+            let stack = st.store.scope(run.org_id).get_stack(run.stack_id).await?;
+            crate::policy::apply_approval(&st, run, &stack, terraplane_domain::ReviewStage::Queued).await?
+        } else {
+            run
+        };
+        if run.state != RunState::Queued || run.review_stage.as_deref() == Some("QUEUED:JUDGING") {
+            let what = if run.state == RunState::Queued {
+                "QUEUED and being judged by its approval policies".to_owned()
+            } else {
+                run.state.to_string()
+            };
             return Err(ApiError::conflict(
                 "run_not_claimable",
-                format!("run is {}; it cannot be claimed", run.state),
+                format!("run is {what}; it cannot be claimed"),
             ));
         }
     }

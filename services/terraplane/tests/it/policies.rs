@@ -616,7 +616,72 @@ async fn login_policies(app: TestApp) {
     app.teardown().await;
 }
 
+/// A notification policy routes a run's failure to a webhook endpoint that does not
+/// subscribe to failures, with the policy's own payload, signed like any delivery.
+async fn notification_routing(app: TestApp) {
+    let hook =
+        terraplane_test_support::mock::MockServer::start(|_| terraplane_test_support::mock::Reply::text(200, "ok"))
+            .await
+            .unwrap();
+    gql(
+        &app,
+        "mutation($u: String!) { notificationEndpointCreate(input: {id: \"ops-hook\", name: \"ops\", kind: WEBHOOK, url: $u, secret: \"ops-hook-secret\", events: [DRIFT_DETECTED]}) { id } }",
+        json!({"u": hook.url()}),
+    )
+    .await
+    .unwrap();
+    let policy = r#"package spacelift
+
+webhook[{"endpoint_id": "ops-hook", "payload": {"text": msg}}] {
+  input.run_updated.state == "FAILED"
+  msg := sprintf("%s failed: %s", [input.run_updated.stack.id, input.run_updated.run.id])
+}
+"#;
+    create(&app, "route-failures", "NOTIFICATION", policy, &["autoattach:routed"])
+        .await
+        .unwrap();
+    // A bucket name the sandbox refuses: the plan fails.
+    let bad = "terraform {\n  required_providers {\n    sandbox = { source = \"terraplane/sandbox\" }\n  }\n}\nresource \"sandbox_bucket\" \"b\" {\n  name = \"x\"\n}\n";
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", bad)]);
+    let input = terraplane_client::StackCreateInput {
+        slug: Some("routed".into()),
+        name: "routed".into(),
+        repository: repo,
+        labels: Some(vec!["routed".into()]),
+        ..Default::default()
+    };
+    app.client.stack_create(&input).await.unwrap();
+    let run = app.client.run_trigger("routed", false).await.unwrap();
+    app.wait_state(&run.id, RunState::Failed, 180).await;
+    for _ in 0..200 {
+        if !hook.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let reqs = hook.requests();
+    assert_eq!(reqs.len(), 1, "one routed delivery");
+    assert_eq!(
+        reqs[0].header("X-Terraplane-Signature-256").unwrap(),
+        terraplane_scheduler::audit_delivery::signature(b"ops-hook-secret", &reqs[0].body)
+    );
+    let body: Value = serde_json::from_slice(&reqs[0].body).unwrap();
+    assert_eq!(body, json!({"text": format!("routed failed: {}", run.id)}));
+    let evs = evaluations(&app, &run.id).await;
+    let kinds: Vec<(&str, &str)> = evs
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap(), e["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, vec![("NOTIFICATION", "decided")]);
+    app.teardown().await;
+}
+
 both_backends!(plan_policies_on_real_runs, Options::default(), plan_policies);
+both_backends!(
+    notification_policies_route_events,
+    Options::default(),
+    notification_routing
+);
 both_backends!(
     login_policies_deny_and_grant_admin,
     Options {
