@@ -441,17 +441,18 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
                 }
                 .insert(self.db)
                 .await?;
-                let old: Vec<String> = policy_samples::Entity::find()
+                // The newest are kept; a few hundred ids at most are read.
+                let ids: Vec<String> = policy_samples::Entity::find()
                     .select_only()
                     .column(policy_samples::Column::Id)
                     .filter(policy_samples::Column::OrgId.eq(self.org_s.clone()))
                     .filter(policy_samples::Column::PolicyId.eq(e.policy.id.clone()))
                     .order_by_desc(policy_samples::Column::CreatedAt)
                     .order_by_desc(policy_samples::Column::Id)
-                    .offset(SAMPLES_KEPT)
                     .into_tuple()
                     .all(self.db)
                     .await?;
+                let old: Vec<String> = ids.into_iter().skip(SAMPLES_KEPT as usize).collect();
                 if !old.is_empty() {
                     policy_samples::Entity::delete_many()
                         .filter(policy_samples::Column::Id.is_in(old))

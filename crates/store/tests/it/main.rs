@@ -8,6 +8,7 @@ mod encryption;
 mod harness;
 mod logs;
 mod migrations;
+mod policies;
 mod runs;
 mod stacks;
 mod state;

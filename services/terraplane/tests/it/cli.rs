@@ -418,3 +418,166 @@ async fn tpctl_checks_drift_and_lists_notifications() {
     );
     app.teardown().await;
 }
+
+/// `tpctl policy …` and `tpctl run review` against the real api: create, attach, a run
+/// denied by the policy with the evaluation in `run show`, simulate with a new version,
+/// local `policy test`, and a review releasing a held run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tpctl_manages_policies_and_reviews() {
+    let app = spawn(Backend::Sqlite, Options::default()).await.unwrap();
+    let tp = Tpctl {
+        config: app.tmp.path().join("tpctl.json"),
+    };
+    let tf = "terraform {\n  required_providers {\n    sandbox = { source = \"terraplane/sandbox\" }\n  }\n}\nresource \"sandbox_bucket\" \"logs\" {\n  name = \"logs\"\n}\n";
+    let repo = git_repo(&app.tmp.path().join("repo"), &[("main.tf", tf)]);
+    tp.run(&[
+        "login",
+        "--endpoint",
+        &app.base,
+        "--email",
+        "admin@terraplane.local",
+        "--password",
+        "admin-password",
+    ])
+    .await
+    .unwrap();
+    for slug in ["guarded", "held"] {
+        tp.run(&[
+            "stack",
+            "create",
+            "--name",
+            slug,
+            "--slug",
+            slug,
+            "--repository",
+            &repo,
+            "--autodeploy",
+        ])
+        .await
+        .unwrap();
+    }
+    let dir = app.tmp.path();
+    let no_buckets = dir.join("no-buckets.rego");
+    std::fs::write(
+        &no_buckets,
+        "package spacelift\n\ndeny[sprintf(\"no buckets: %s\", [rc.address])] {\n  rc := input.terraform.resource_changes[_]\n  rc.type == \"sandbox_bucket\"\n}\n\nsample { true }\n",
+    )
+    .unwrap();
+    let broken = dir.join("broken.rego");
+    std::fs::write(
+        &broken,
+        "package spacelift\n\ndeny[msg] {\n  msg := \"a\"\n  1 +* 2\n}\n",
+    )
+    .unwrap();
+    let err = tp
+        .run(&[
+            "policy",
+            "create",
+            "broken",
+            "--type",
+            "plan",
+            "--file",
+            broken.to_str().unwrap(),
+        ])
+        .await
+        .unwrap_err();
+    assert!(err.contains("line 5, column 6"), "{err}");
+    tp.run(&[
+        "policy",
+        "create",
+        "no-buckets",
+        "--type",
+        "plan",
+        "--file",
+        no_buckets.to_str().unwrap(),
+    ])
+    .await
+    .unwrap();
+    tp.run(&["policy", "attach", "no-buckets", "guarded"]).await.unwrap();
+    let list = tp.run(&["policy", "list"]).await.unwrap();
+    assert!(list.contains("no-buckets") && list.contains("PLAN"), "{list}");
+
+    let run = app.client.run_trigger("guarded", false).await.unwrap();
+    let failed = app.wait_state(&run.id, terraplane_client::RunState::Failed, 120).await;
+    assert_eq!(
+        failed.error.as_deref(),
+        Some("denied by plan policy: no buckets: sandbox_bucket.logs")
+    );
+    let show = tp.run(&["run", "show", &run.id]).await.unwrap();
+    assert!(show.contains("no-buckets") && show.contains("deny"), "{show}");
+    let json: serde_json::Value =
+        serde_json::from_str(&tp.run(&["policy", "show", "no-buckets", "-o", "json"]).await.unwrap()).unwrap();
+    assert_eq!(json["samples"].as_array().map(Vec::len), Some(1), "{json}");
+
+    // A new version that only warns, replayed on the same run's input.
+    std::fs::write(
+        &no_buckets,
+        "package spacelift\n\nwarn[sprintf(\"bucket: %s\", [rc.address])] {\n  rc := input.terraform.resource_changes[_]\n  rc.type == \"sandbox_bucket\"\n}\n",
+    )
+    .unwrap();
+    tp.run(&["policy", "update", "no-buckets", "--file", no_buckets.to_str().unwrap()])
+        .await
+        .unwrap();
+    let sim: serde_json::Value = serde_json::from_str(
+        &tp.run(&["policy", "simulate", "no-buckets", "--run", &run.id, "-o", "json"])
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sim["outcome"], "warn", "{sim}");
+    assert_eq!(sim["messages"], serde_json::json!(["bucket: sandbox_bucket.logs"]));
+
+    // Local evaluation, no server involved.
+    let input = dir.join("input.json");
+    std::fs::write(
+        &input,
+        r#"{"terraform": {"resource_changes": [{"address": "sandbox_bucket.x", "type": "sandbox_bucket", "change": {"actions": ["create"]}}]}}"#,
+    )
+    .unwrap();
+    let out = tp
+        .run(&[
+            "policy",
+            "test",
+            no_buckets.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+        ])
+        .await
+        .unwrap();
+    assert!(out.contains("warn: bucket: sandbox_bucket.x"), "{out}");
+
+    // An approval policy holds runs of `held` until someone approves.
+    let approve = dir.join("approve.rego");
+    std::fs::write(
+        &approve,
+        "package spacelift\n\napprove { count(input.reviews.current.approvals) > 0 }\nreject { count(input.reviews.current.rejections) > 0 }\n",
+    )
+    .unwrap();
+    tp.run(&[
+        "policy",
+        "create",
+        "one-ok",
+        "--type",
+        "approval",
+        "--file",
+        approve.to_str().unwrap(),
+    ])
+    .await
+    .unwrap();
+    tp.run(&["policy", "attach", "one-ok", "held"]).await.unwrap();
+    let run = app.client.run_trigger("held", false).await.unwrap();
+    assert_eq!(run.state, terraplane_client::RunState::PendingReview);
+    let out = tp
+        .run(&["run", "review", &run.id, "--approve", "--note", "looks fine"])
+        .await
+        .unwrap();
+    assert!(out.contains("QUEUED"), "{out}");
+    app.wait_state(&run.id, terraplane_client::RunState::Finished, 120)
+        .await;
+    let show = tp.run(&["run", "show", &run.id]).await.unwrap();
+    assert!(
+        show.contains("looks fine") && show.contains("admin@terraplane.local"),
+        "{show}"
+    );
+    app.teardown().await;
+}
