@@ -10,7 +10,7 @@ async fn versions_evaluations_and_samples(db: &TestDb) {
     let a = db.org("org-a").await;
     let scope = db.store.scope(a.id);
     let root = scope.root_space().await.unwrap();
-    let p = scope
+    let created = scope
         .create_policy(
             NewPolicy {
                 slug: "p".into(),
@@ -26,6 +26,7 @@ async fn versions_evaluations_and_samples(db: &TestDb) {
         )
         .await
         .unwrap();
+    assert_eq!((created.version, created.policy_type.as_str()), (1, "PLAN"));
     // A rename is not a new version; a new body is.
     let renamed = scope
         .update_policy(
