@@ -546,6 +546,15 @@ mod tests {
     }
 
     #[test]
+    fn the_example_configuration_loads() -> Result<(), ConfigError> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/terraplane.example.toml");
+        let cfg = Config::load_from(Some(&path), env(&[("TERRAPLANE_AUTH__JWT_SECRET", "s3cr3t")]))?;
+        assert_eq!(cfg.policy.eval_timeout_ms, 2000);
+        assert_eq!(cfg.policy.max_memory_mb, 256);
+        Ok(())
+    }
+
+    #[test]
     fn unknown_keys_and_bad_urls_are_errors() {
         let err = Config::load_from(None, env(&[("TERRAPLANE_API__LISTNE", "x")])).unwrap_err();
         assert!(err.to_string().contains("listne"), "{err}");

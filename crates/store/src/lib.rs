@@ -43,7 +43,7 @@ use entities::*;
 pub use error::{Result, StoreError};
 pub use notify::{Attempt, Delivery, DeliveryStatus, NewEndpoint, NotificationEndpoint};
 pub use policy::{
-    NewEvaluation, NewPolicy, Policy, PolicyEvaluation, PolicyPatch, PolicyVersion, RunReview, SAMPLES_KEPT,
+    JUDGING, NewEvaluation, NewPolicy, Policy, PolicyEvaluation, PolicyPatch, PolicyVersion, RunReview, SAMPLES_KEPT,
 };
 pub use records::*;
 pub use runs::ExpiredRun;

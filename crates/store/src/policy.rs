@@ -15,6 +15,9 @@ use crate::error::{Result, StoreError};
 use crate::records::parse_id;
 use crate::tenant::TenantScope;
 
+/// `runs.review_stage` while approval policies judge a queued run.
+pub const JUDGING: &str = "QUEUED:JUDGING";
+
 /// Samples kept per policy (the newest).
 pub const SAMPLES_KEPT: u64 = 100;
 
@@ -501,17 +504,27 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
     }
 
     /// Takes the first judgment of a queued run by its approval policies: true for the one
-    /// caller that marks it `QUEUED:JUDGING` (runs being judged are not claimed).
-    pub async fn begin_review_judgment(&self, run: terraplane_domain::RunId) -> Result<bool> {
+    /// caller that marks it `QUEUED:JUDGING` (runs being judged are not claimed). A mark
+    /// older than `stale_before` (its judge died) may be taken over.
+    pub async fn begin_review_judgment(
+        &self,
+        run: terraplane_domain::RunId,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> Result<bool> {
         let r = runs::Entity::update_many()
-            .col_expr(
-                runs::Column::ReviewStage,
-                sea_orm::sea_query::Expr::value("QUEUED:JUDGING"),
-            )
+            .col_expr(runs::Column::ReviewStage, sea_orm::sea_query::Expr::value(JUDGING))
+            .col_expr(runs::Column::UpdatedAt, sea_orm::sea_query::Expr::value(now))
             .filter(runs::Column::OrgId.eq(self.org_s.clone()))
             .filter(runs::Column::Id.eq(run.to_string()))
             .filter(runs::Column::State.eq(terraplane_domain::RunState::Queued.as_str()))
-            .filter(runs::Column::ReviewStage.is_null())
+            .filter(
+                sea_orm::Condition::any().add(runs::Column::ReviewStage.is_null()).add(
+                    sea_orm::Condition::all()
+                        .add(runs::Column::ReviewStage.eq(JUDGING))
+                        .add(runs::Column::UpdatedAt.lt(stale_before)),
+                ),
+            )
             .exec(self.db)
             .await?;
         Ok(r.rows_affected == 1)

@@ -584,6 +584,10 @@ impl Verdict {
     }
 }
 
+/// A judgment of a queued run unfinished after this long (its api process died) is taken
+/// over by the next claim.
+pub const JUDGING_STALE_SECS: i64 = 60;
+
 /// What the approval policies of a stack say about a run.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Approval {
@@ -698,11 +702,15 @@ pub async fn apply_approval(
     }
     // A queued run is judged once, by whoever marks it first (its trigger, or a runner's
     // claim when something else queued it).
-    if stage == ReviewStage::Queued && run.state == RunState::Queued && !scope.begin_review_judgment(run.id).await? {
+    let now = st.clock.now();
+    let stale_before = now - chrono::Duration::seconds(JUDGING_STALE_SECS);
+    if stage == ReviewStage::Queued
+        && run.state == RunState::Queued
+        && !scope.begin_review_judgment(run.id, now, stale_before).await?
+    {
         return Ok(scope.get_run(run.id).await?);
     }
     let decision = judge_approval(st, &run, stack, stage, policies).await?;
-    let now = st.clock.now();
     let upd = |note: &str, review: Option<String>, error: Option<String>| RunUpdate {
         note: Some(note.to_owned()),
         error,

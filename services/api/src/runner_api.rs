@@ -101,13 +101,15 @@ async fn claim(
         && let Ok(run) = st.store.get_run_any(id).await
         && run.state == RunState::Queued
     {
-        let run = if run.review_stage.is_none() {
+        let stale = run.review_stage.as_deref() == Some(terraplane_store::JUDGING)
+            && run.updated_at < now - chrono::Duration::seconds(crate::policy::JUDGING_STALE_SECS);
+        let run = if run.review_stage.is_none() || stale {
             let stack = st.store.scope(run.org_id).get_stack(run.stack_id).await?;
             crate::policy::apply_approval(&st, run, &stack, terraplane_domain::ReviewStage::Queued).await?
         } else {
             run
         };
-        if run.state != RunState::Queued || run.review_stage.as_deref() == Some("QUEUED:JUDGING") {
+        if run.state != RunState::Queued || run.review_stage.as_deref() == Some(terraplane_store::JUDGING) {
             let what = if run.state == RunState::Queued {
                 "QUEUED and being judged by its approval policies".to_owned()
             } else {

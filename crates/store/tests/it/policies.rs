@@ -102,4 +102,37 @@ async fn versions_evaluations_and_samples(db: &TestDb) {
     assert_eq!(evs[0].subject, format!("test:{}", SAMPLES_KEPT + 2));
 }
 
-db_tests!(versions_evaluations_and_samples);
+/// A queued run's first judgment is taken once; a mark whose judge died is taken over.
+async fn one_judgment_per_queued_run(db: &TestDb) {
+    let a = db.org("org-a").await;
+    let stack = db.stack(a.id, "net").await;
+    let run = db.run(a.id, stack.id, terraplane_domain::RunType::Tracked).await;
+    let scope = db.store.scope(a.id);
+    let now = db.now;
+    let long_ago = now - chrono::Duration::seconds(60);
+    assert!(scope.begin_review_judgment(run.id, now, long_ago).await.unwrap());
+    assert!(!scope.begin_review_judgment(run.id, now, long_ago).await.unwrap());
+    assert_eq!(
+        scope.get_run(run.id).await.unwrap().review_stage.as_deref(),
+        Some(terraplane_store::JUDGING)
+    );
+    // Sixty seconds on, the mark is stale: the next judge takes over.
+    let later = now + chrono::Duration::seconds(61);
+    assert!(
+        scope
+            .begin_review_judgment(run.id, later, later - chrono::Duration::seconds(60))
+            .await
+            .unwrap()
+    );
+    // Another organization cannot touch it.
+    let b = db.org("org-b").await;
+    assert!(
+        !db.store
+            .scope(b.id)
+            .begin_review_judgment(run.id, later, later + chrono::Duration::seconds(1))
+            .await
+            .unwrap()
+    );
+}
+
+db_tests!(versions_evaluations_and_samples, one_judgment_per_queued_run);
