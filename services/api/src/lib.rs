@@ -110,7 +110,8 @@ pub async fn start(
         None => format!("http://{}", listener.local_addr()?),
     };
     let dispatcher = Scheduler::new(store.clone(), queue.clone(), clock.clone(), cfg.scheduler.clone())
-        .with_public_url(public_url.clone());
+        .with_public_url(public_url.clone())
+        .with_policy_config(cfg.policy.clone());
     let state = Arc::new(AppState {
         store,
         queue,

@@ -6,8 +6,8 @@
 use terraplane_domain::SpaceId;
 use terraplane_domain::vars::{self, Attached, Keyed, Source, VarKind};
 use terraplane_store::{
-    AwsIntegration, ConfigValue, Context, ContextAttachment, NewAwsIntegration, NewContext, NewValue, Owner, Space,
-    Stack, TenantScope,
+    AwsIntegration, ConfigValue, Context, ContextAttachment, NewAwsIntegration, NewContext, NewValue, Owner, Stack,
+    TenantScope,
 };
 
 use crate::AppState;
@@ -107,22 +107,7 @@ fn new_value(i: VarInput) -> NewValue {
     }
 }
 
-/// The spaces whose contexts and integrations a stack in `space` may use: its own, then
-/// its ancestors as long as each space inherits from its parent.
-pub(crate) fn reachable(spaces: &[Space], space: SpaceId) -> Vec<SpaceId> {
-    let mut out = vec![space];
-    let mut cur = spaces.iter().find(|s| s.id == space);
-    while let Some(s) = cur {
-        match (s.inherit, s.parent_id) {
-            (true, Some(parent)) if !out.contains(&parent) => {
-                out.push(parent);
-                cur = spaces.iter().find(|x| x.id == parent);
-            }
-            _ => break,
-        }
-    }
-    out
-}
+pub(crate) use terraplane_scheduler::policies::reachable;
 
 pub(crate) async fn check_reachable(
     st: &AppState,

@@ -6,6 +6,7 @@
 
 pub mod audit_delivery;
 pub mod notify_delivery;
+pub mod policies;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -36,7 +37,9 @@ pub fn start(
         }
         Err(e) => tracing::error!(error = %e, "cannot start notification delivery"),
     }
-    let s = Scheduler::new(store, queue, clock, cfg.scheduler.clone()).with_public_url(cfg.public_url());
+    let s = Scheduler::new(store, queue, clock, cfg.scheduler.clone())
+        .with_public_url(cfg.public_url())
+        .with_policy_config(cfg.policy.clone());
     tokio::spawn(s.run_until_stopped(shutdown))
 }
 
@@ -83,6 +86,8 @@ pub struct Scheduler {
     wake: Arc<Notify>,
     /// The api's public URL, for links in notifications.
     public_url: String,
+    /// Bounds of notification policy evaluations.
+    policy: terraplane_config::PolicyConfig,
 }
 
 /// What one tick did, for logs and tests.
@@ -107,7 +112,14 @@ impl Scheduler {
             cfg,
             wake: Arc::new(Notify::new()),
             public_url: String::new(),
+            policy: terraplane_config::PolicyConfig::default(),
         }
+    }
+
+    /// Notification policies are evaluated within these bounds.
+    pub fn with_policy_config(mut self, policy: terraplane_config::PolicyConfig) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// Links in notifications point at `url`.
@@ -182,25 +194,9 @@ impl Scheduler {
                     && let Some(reason) = self.expiry_reason(run, now)
                 {
                     match self.store.fail_held_run(run, reason.clone(), now).await {
-                        Ok(_) => {
+                        Ok(failed) => {
                             tracing::warn!(run_id = %run.id, %reason, "run failed by the scheduler");
-                            let scope = self.store.scope(run.org_id);
-                            if let Ok(stack) = scope.get_stack(run.stack_id).await
-                                && let Err(e) = scope
-                                    .notify(
-                                        terraplane_domain::notify::EventKind::RunFailed,
-                                        &stack,
-                                        Some(run.id.to_string()),
-                                        format!("run {} failed", run.id),
-                                        Vec::new(),
-                                        Some(reason.clone()),
-                                        &self.public_url,
-                                        now,
-                                    )
-                                    .await
-                            {
-                                tracing::error!(run_id = %run.id, error = %e, "cannot queue the notification");
-                            }
+                            self.notify_failed(&failed, &reason, now).await;
                             report.failed.push((run.id, reason));
                         }
                         // The runner reported meanwhile; next tick sees the new state.
@@ -295,6 +291,37 @@ impl Scheduler {
             tracing::info!(checks = queued.len(), "scheduled drift checks queued");
         }
         Ok(queued)
+    }
+
+    /// Raises RunFailed for a run the scheduler failed, and lets the stack's notification
+    /// policies route it like the api's events.
+    async fn notify_failed(&self, failed: &Run, reason: &str, now: DateTime<Utc>) {
+        let scope = self.store.scope(failed.org_id);
+        let Ok(stack) = scope.get_stack(failed.stack_id).await else {
+            return;
+        };
+        let raised = scope
+            .notify(
+                terraplane_domain::notify::EventKind::RunFailed,
+                &stack,
+                Some(failed.id.to_string()),
+                format!("run {} failed", failed.id),
+                Vec::new(),
+                Some(reason.to_owned()),
+                &self.public_url,
+                now,
+            )
+            .await;
+        let routed = match raised {
+            Ok(ev) => {
+                let limits = policies::limits(&self.policy);
+                policies::route_notification(&self.store, limits, &ev, &stack, Some(failed), now).await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = routed {
+            tracing::error!(run_id = %failed.id, error = %e, "cannot queue the notification");
+        }
     }
 
     fn expiry_reason(&self, run: &Run, now: DateTime<Utc>) -> Option<String> {

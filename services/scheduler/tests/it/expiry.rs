@@ -39,6 +39,66 @@ async fn expired_lease_fails_the_run_naming_runner_and_state(env: &mut Env) {
     assert!(env.tick().await.failed.is_empty());
 }
 
+/// A run the scheduler fails raises RunFailed like the api's events do, and the stack's
+/// notification policies route it: here to an endpoint that subscribes only to drift.
+async fn runs_it_fails_pass_through_notification_policies(env: &mut Env) {
+    use terraplane_domain::notify::{EndpointKind, EventKind};
+    let stack = env.stack("network", "default").await;
+    let scope = env.store.scope(env.org);
+    let root = scope.root_space().await.unwrap();
+    let ops = scope
+        .create_endpoint(
+            terraplane_store::NewEndpoint {
+                slug: "ops".into(),
+                name: "ops".into(),
+                kind: EndpointKind::Webhook,
+                url: "http://127.0.0.1:9/hook".into(),
+                secret: None,
+                events: vec![EventKind::DriftDetected],
+                stack_labels: vec![],
+                space_id: root.id,
+            },
+            env.now(),
+        )
+        .await
+        .unwrap();
+    let policy = scope
+        .create_policy(
+            terraplane_store::NewPolicy {
+                slug: "route".into(),
+                name: "route".into(),
+                policy_type: "NOTIFICATION".into(),
+                description: String::new(),
+                labels: vec![],
+                body: "package spacelift\n\nwebhook[{\"endpoint_id\": \"ops\", \"payload\": {\"lost\": input.run_updated.run.id}}] {\n  input.run_updated.state == \"FAILED\"\n}\n".into(),
+                space_id: root.id,
+            },
+            "alice",
+            env.now(),
+        )
+        .await
+        .unwrap();
+    scope.attach_policy(&policy.id, stack.id, env.now()).await.unwrap();
+    let run = env.run(&stack, RunType::Tracked).await;
+    env.tick().await;
+    env.claim(run.id, RunPhase::Plan, "runner-7").await;
+    env.advance(LEASE_SECS + 1);
+    assert_eq!(env.tick().await.failed.len(), 1);
+
+    let deliveries = scope.deliveries(None, 10).await.unwrap();
+    assert_eq!(deliveries.len(), 1, "{deliveries:?}");
+    assert_eq!(deliveries[0].endpoint_id, ops.id);
+    assert_eq!(deliveries[0].event, EventKind::RunFailed);
+    let ev: serde_json::Value = serde_json::from_str(&deliveries[0].payload).unwrap();
+    assert_eq!(ev["payload"], serde_json::json!({"lost": run.id.to_string()}));
+    let evs = scope.run_policy_evaluations(&run.id.to_string()).await.unwrap();
+    assert_eq!(evs.len(), 1);
+    assert_eq!(
+        (evs[0].policy_type.as_str(), evs[0].outcome.as_str()),
+        ("NOTIFICATION", "decided")
+    );
+}
+
 async fn renewed_lease_keeps_the_run(env: &mut Env) {
     let stack = env.stack("network", "default").await;
     let run = env.run(&stack, RunType::Proposed).await;
@@ -140,6 +200,7 @@ async fn run_timeout_fails_a_run_despite_heartbeats(env: &mut Env) {
 
 env_tests!(
     expired_lease_fails_the_run_naming_runner_and_state,
+    runs_it_fails_pass_through_notification_policies,
     renewed_lease_keeps_the_run,
     apply_that_loses_its_lease_fails_and_is_never_republished,
     run_timeout_fails_a_run_despite_heartbeats,
