@@ -174,6 +174,31 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
         Ok(())
     }
 
+    /// The teams a user belongs to.
+    async fn user_team_ids(&self, user: UserId) -> Result<Vec<TeamId>> {
+        team_members::Entity::find()
+            .filter(team_members::Column::OrgId.eq(self.org_s.clone()))
+            .filter(team_members::Column::UserId.eq(user.to_string()))
+            .all(self.db)
+            .await?
+            .into_iter()
+            .map(|m| crate::records::parse_id(&m.team_id))
+            .collect()
+    }
+
+    /// The slugs of the teams a user belongs to, in team order (what policies read as the
+    /// session's teams).
+    pub async fn user_team_slugs(&self, user: UserId) -> Result<Vec<String>> {
+        let mine = self.user_team_ids(user).await?;
+        Ok(self
+            .list_teams()
+            .await?
+            .into_iter()
+            .filter(|t| mine.contains(&t.id))
+            .map(|t| t.slug)
+            .collect())
+    }
+
     pub async fn list_team_members(&self, team: TeamId) -> Result<Vec<UserId>> {
         team_members::Entity::find()
             .filter(team_members::Column::OrgId.eq(self.org_s.clone()))
@@ -344,14 +369,7 @@ impl<C: ConnectionTrait + TransactionTrait> TenantScope<'_, C> {
         let Some(role) = self.member_role(user).await? else {
             return Ok(None);
         };
-        let teams: Vec<TeamId> = team_members::Entity::find()
-            .filter(team_members::Column::OrgId.eq(self.org_s.clone()))
-            .filter(team_members::Column::UserId.eq(user.to_string()))
-            .all(self.db)
-            .await?
-            .into_iter()
-            .map(|m| crate::records::parse_id(&m.team_id))
-            .collect::<Result<_>>()?;
+        let teams = self.user_team_ids(user).await?;
         let mut subjects = vec![Subject::User(user)];
         subjects.extend(teams.into_iter().map(Subject::Team));
         let grants = self.grants_for(&subjects).await?;

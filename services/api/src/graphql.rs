@@ -1079,17 +1079,7 @@ impl MutationRoot {
         let org = org.ok_or_else(|| ApiError::Forbidden("you are not a member of that organization".into()))?;
         st.logins.succeeded(&email, ip);
         let scope = st.store.scope(org.id);
-        let mut teams = Vec::new();
-        for t in scope.list_teams().await.map_err(ApiError::from)? {
-            if scope
-                .list_team_members(t.id)
-                .await
-                .map_err(ApiError::from)?
-                .contains(&user.id)
-            {
-                teams.push(t.slug);
-            }
-        }
+        let teams = scope.user_team_slugs(user.id).await.map_err(ApiError::from)?;
         let admin =
             match crate::policy::judge_login(st, &org, &user.email, &user.name, teams, meta.client_ip.clone()).await {
                 Ok(a) => a,

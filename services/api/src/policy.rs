@@ -7,6 +7,7 @@
 use terraplane_domain::RunId;
 use terraplane_policy::input::{self as pin, PlanContext};
 use terraplane_policy::{Limits, PolicyType};
+use terraplane_scheduler::policies::ns;
 pub use terraplane_scheduler::policies::{self as shared, Verdict, run_info, stack_info};
 use terraplane_store::{NewPolicy, Policy, PolicyEvaluation, PolicyPatch, Run, Stack, TenantScope};
 
@@ -228,11 +229,7 @@ pub async fn detach_policy(st: &AppState, p: &Principal, policy: &str, stack: &s
 }
 
 /// The policies of `kind` that apply to `stack` (see [`shared::stack_policies`]).
-pub async fn stack_policies(
-    scope: &TenantScope<'_>,
-    stack: &Stack,
-    kind: Option<PolicyType>,
-) -> ApiResult<Vec<(Policy, bool)>> {
+pub async fn stack_policies(scope: &TenantScope<'_>, stack: &Stack, kind: PolicyType) -> ApiResult<Vec<Policy>> {
     Ok(shared::stack_policies(scope, stack, kind).await?)
 }
 
@@ -263,20 +260,12 @@ pub async fn record(
     Ok(shared::record(scope, kind, input, subject, run, verdicts, now).await?)
 }
 
-fn ns(t: chrono::DateTime<chrono::Utc>) -> i64 {
-    shared::ns(t)
-}
-
 /// Evaluates the plan policies of a run's stack on its plan (Terraform's JSON plan, before
 /// any redaction: sensitive values are hashed here) and stores the verdicts. The run's
 /// result applies them ([`plan_decision`]).
 pub async fn evaluate_plan(st: &AppState, run: &Run, stack: &Stack, plan_json: &serde_json::Value) -> ApiResult<()> {
     let scope = st.store.scope(run.org_id);
-    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Plan))
-        .await?
-        .into_iter()
-        .map(|(x, _)| x)
-        .collect();
+    let policies = stack_policies(&scope, stack, PolicyType::Plan).await?;
     if policies.is_empty() {
         return Ok(());
     }
@@ -418,8 +407,6 @@ pub const JUDGING_STALE_SECS: i64 = 60;
 /// What the approval policies of a stack say about a run.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Approval {
-    /// No approval policy applies.
-    NoPolicies,
     Approve,
     /// A policy rejected the run (or failed): why.
     Reject(String),
@@ -428,7 +415,8 @@ pub enum Approval {
 
 /// Evaluates the stack's approval policies on a run at `stage`, with the reviews given at
 /// that stage (each reviewer's latest) as current and the rest as older, and stores the
-/// verdicts. Any reject (or failed evaluation) rejects; all must approve to approve.
+/// verdicts. Any reject (or failed evaluation) rejects; all of `policies` (those that apply,
+/// at least one: see [`apply_approval`]) must approve to approve.
 pub async fn judge_approval(
     st: &AppState,
     run: &Run,
@@ -437,9 +425,6 @@ pub async fn judge_approval(
     policies: Vec<Policy>,
 ) -> ApiResult<Approval> {
     let scope = st.store.scope(run.org_id);
-    if policies.is_empty() {
-        return Ok(Approval::NoPolicies);
-    }
     let reviews = scope.run_reviews(&run.id.to_string()).await?;
     let mut current: Vec<&terraplane_store::RunReview> = Vec::new();
     let mut older: Vec<&terraplane_store::RunReview> = Vec::new();
@@ -463,12 +448,7 @@ pub async fn judge_approval(
             teams: r.teams.clone(),
         },
     };
-    let changes = match scope.get_plan(run.id).await {
-        Ok(plan) => serde_json::from_str(&plan.plan_json)
-            .map(|v| pin::run_changes(&v))
-            .unwrap_or_default(),
-        Err(_) => Vec::new(),
-    };
+    let changes = shared::stored_run_changes(&scope, run).await;
     let ctx = pin::ApprovalContext {
         approvals: current.iter().filter(|r| r.decision == "APPROVE").map(review).collect(),
         rejections: current.iter().filter(|r| r.decision == "REJECT").map(review).collect(),
@@ -519,11 +499,7 @@ pub async fn apply_approval(
     use terraplane_domain::{ReviewStage, RunEvent, RunState};
     use terraplane_store::RunUpdate;
     let scope = st.store.scope(run.org_id);
-    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Approval))
-        .await?
-        .into_iter()
-        .map(|(x, _)| x)
-        .collect();
+    let policies = stack_policies(&scope, stack, PolicyType::Approval).await?;
     if policies.is_empty() {
         return Ok(run);
     }
@@ -547,7 +523,6 @@ pub async fn apply_approval(
     };
     let approved = format!("{}:APPROVED", stage.as_str());
     let after = match decision {
-        Approval::NoPolicies => return Ok(run),
         Approval::Approve if run.state == RunState::PendingReview => {
             match scope
                 .transition_run(
@@ -642,15 +617,7 @@ pub async fn review_run(
     }
     let scope = st.store.scope(p.org);
     let teams = match crate::service::user_id(p) {
-        Some(uid) => {
-            let mut out = Vec::new();
-            for t in scope.list_teams().await? {
-                if scope.list_team_members(t.id).await?.contains(&uid) {
-                    out.push(t.slug);
-                }
-            }
-            out
-        }
+        Some(uid) => scope.user_team_slugs(uid).await?,
         None => Vec::new(),
     };
     let now = st.clock.now();
@@ -699,21 +666,12 @@ pub async fn after_finished(st: &AppState, run: &Run, stack: &Stack) -> ApiResul
         return Ok(Vec::new());
     }
     let scope = st.store.scope(run.org_id);
-    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Trigger))
-        .await?
-        .into_iter()
-        .map(|(x, _)| x)
-        .collect();
+    let policies = stack_policies(&scope, stack, PolicyType::Trigger).await?;
     if policies.is_empty() {
         return Ok(Vec::new());
     }
     let stacks = scope.list_stacks().await?;
-    let changes = match scope.get_plan(run.id).await {
-        Ok(plan) => serde_json::from_str(&plan.plan_json)
-            .map(|v| pin::run_changes(&v))
-            .unwrap_or_default(),
-        Err(_) => Vec::new(),
-    };
+    let changes = shared::stored_run_changes(&scope, run).await;
     let ctx = pin::TriggerContext {
         run: run_info(run, stack),
         run_changes: changes,

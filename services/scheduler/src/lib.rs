@@ -246,19 +246,15 @@ impl Scheduler {
         let parsed: std::sync::Mutex<HashMap<(String, String), Option<terraplane_domain::drift::Schedule>>> =
             std::sync::Mutex::new(HashMap::new());
         let next_of = |s: &terraplane_store::DriftSchedule| {
-            let key = (s.cron.clone(), s.timezone.clone());
-            let next = match parsed.lock() {
-                Ok(mut cache) => cache
-                    .entry(key)
-                    .or_insert_with(|| terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone).ok())
-                    .as_ref()
-                    .and_then(|p| p.next_after(now)),
-                Err(_) => terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone)
-                    .ok()
-                    .and_then(|p| p.next_after(now)),
-            };
-            // A schedule stored before its expression stopped parsing: retried daily.
-            next.unwrap_or(now + chrono::Duration::days(1))
+            // A poisoned cache still holds parsed schedules; keep using it.
+            let mut cache = parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            cache
+                .entry((s.cron.clone(), s.timezone.clone()))
+                .or_insert_with(|| terraplane_domain::drift::Schedule::parse(&s.cron, &s.timezone).ok())
+                .as_ref()
+                .and_then(|p| p.next_after(now))
+                // A schedule stored before its expression stopped parsing: retried daily.
+                .unwrap_or(now + chrono::Duration::days(1))
         };
         let mut queued = Vec::new();
         for _ in 0..MAX_ROUNDS {

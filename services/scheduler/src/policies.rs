@@ -30,27 +30,35 @@ pub fn reachable(spaces: &[Space], space: SpaceId) -> Vec<SpaceId> {
 
 /// The policies of `kind` that apply to `stack`: attached to it, or carrying an
 /// `autoattach:<label>` matching one of its labels, from its space or an ancestor it
-/// inherits. Each with how it applies (`true`: automatically).
+/// inherits. Login policies apply to the organization, never to a stack.
 pub async fn stack_policies(
     scope: &TenantScope<'_>,
     stack: &Stack,
-    kind: Option<PolicyType>,
-) -> Result<Vec<(Policy, bool)>, StoreError> {
+    kind: PolicyType,
+) -> Result<Vec<Policy>, StoreError> {
+    if kind == PolicyType::Login {
+        return Ok(Vec::new());
+    }
     let attached = scope.attached_policy_ids(stack.id).await?;
     let spaces = scope.list_spaces().await?;
     let reach = reachable(&spaces, stack.space_id);
-    let mut out = Vec::new();
-    for x in scope.list_policies().await? {
-        if kind.is_some_and(|k| k.as_str() != x.policy_type) || x.policy_type == PolicyType::Login.as_str() {
-            continue;
-        }
-        if attached.contains(&x.id) {
-            out.push((x, false));
-        } else if autoattaches(&x.labels, &stack.labels) && reach.contains(&x.space_id) {
-            out.push((x, true));
-        }
+    Ok(scope
+        .list_policies()
+        .await?
+        .into_iter()
+        .filter(|x| x.policy_type == kind.as_str())
+        .filter(|x| attached.contains(&x.id) || (autoattaches(&x.labels, &stack.labels) && reach.contains(&x.space_id)))
+        .collect())
+}
+
+/// The run's plan as policies see its changes (none before it planned).
+pub async fn stored_run_changes(scope: &TenantScope<'_>, run: &Run) -> Vec<pin::RunChange> {
+    match scope.get_plan(run.id).await {
+        Ok(plan) => serde_json::from_str(&plan.plan_json)
+            .map(|v| pin::run_changes(&v))
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
     }
-    Ok(out)
 }
 
 /// One policy's verdict on one input.
@@ -251,11 +259,7 @@ pub async fn route_notification(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<usize, StoreError> {
     let scope = store.scope(stack.org_id);
-    let policies: Vec<Policy> = stack_policies(&scope, stack, Some(PolicyType::Notification))
-        .await?
-        .into_iter()
-        .map(|(x, _)| x)
-        .collect();
+    let policies = stack_policies(&scope, stack, PolicyType::Notification).await?;
     if policies.is_empty() {
         return Ok(0);
     }
